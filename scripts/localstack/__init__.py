@@ -1,0 +1,1 @@
+"""The local stack: PostgreSQL, Kafka and Airflow on loopback, no Docker (see scripts/stack)."""

@@ -1,0 +1,67 @@
+"""scripts/stack up|down|status|env|reset: the local stack's command line."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+
+from . import airflow, kafka, postgres
+from .proc import StackError
+from .settings import ROOT
+
+USAGE = """usage: scripts/stack up|down|status|env|reset
+  up      start Postgres and Kafka, migrate Airflow's DB; idempotent, waits until each answers
+  down    stop what the stack started
+  status  say what is up and where
+  env     print export lines: eval "$(scripts/stack env)"
+  reset   stop and delete the stack's data (keeps downloaded jars)"""
+
+
+def shell_environment() -> dict[str, str]:
+    env = airflow.environment()
+    env["PATH"] = f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '')}"
+    return env
+
+
+def main(argv: list[str]) -> int:
+    cmd = argv[0] if argv else ""
+    if cmd == "up":
+        postgres.up()
+        kafka.up()
+        airflow.up({**os.environ, **shell_environment()})
+        print(status_text())
+    elif cmd == "down":
+        kafka.down()
+        postgres.down()
+    elif cmd == "status":
+        print(status_text())
+        return 0 if all(s.startswith("up") for s in (postgres.status(), kafka.status())) else 3
+    elif cmd == "env":
+        for key, value in shell_environment().items():
+            print(f"export {key}={shlex.quote(value)}")
+    elif cmd == "reset":
+        kafka.destroy()
+        postgres.destroy()
+        for stamp in airflow.home().glob(".migrated-*"):
+            stamp.unlink()
+    else:
+        print(USAGE, file=sys.stderr)
+        return 2
+    return 0
+
+
+def status_text() -> str:
+    return "\n".join([
+        f"postgres  {postgres.status()}",
+        f"kafka     {kafka.status()}",
+        f"airflow   {airflow.status()}",
+    ])
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except StackError as exc:
+        print(f"stack: error: {exc}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,88 @@
+"""Airflow's home for the local stack: its settings, connections and metadata database.
+
+The metadata database is `airflow` in the stack's Postgres (not the pipeline's database).
+Connections come from the environment (AIRFLOW_CONN_*), never from the metadata DB.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import psycopg2
+
+from . import postgres, secrets
+from .proc import StackError
+from .settings import AIRFLOW_DB, CONN_KAFKA, CONN_POSTGRES, CONN_SPARK, PIPELINE_DB, PIPELINE_ROLE, ROOT, Ports, stack_dir
+
+
+def home():
+    return stack_dir() / "airflow"
+
+
+def environment() -> dict[str, str]:
+    """Everything a shell (or a test, or Airflow itself) needs to use the stack."""
+    ports = Ports.from_env()
+    password = secrets.load()["pipeline_password"]
+    kafka_bootstrap = f"127.0.0.1:{ports.kafka}"
+    venv_python = str(ROOT / ".venv" / "bin" / "python")
+    return {
+        "TWOPHASE_PG_DSN": postgres.dsn(ports.postgres, PIPELINE_DB),
+        "TWOPHASE_KAFKA_BOOTSTRAP": kafka_bootstrap,
+        "AIRFLOW_HOME": str(home()),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": (
+            f"postgresql+psycopg2://{PIPELINE_ROLE}:{password}@127.0.0.1:{ports.postgres}/{AIRFLOW_DB}"
+        ),
+        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.load()["airflow_jwt_secret"],
+        f"AIRFLOW_CONN_{CONN_POSTGRES.upper()}": json.dumps({
+            "conn_type": "postgres", "host": "127.0.0.1", "port": ports.postgres,
+            "login": PIPELINE_ROLE, "password": password, "schema": PIPELINE_DB,
+        }),
+        f"AIRFLOW_CONN_{CONN_KAFKA.upper()}": json.dumps({
+            "conn_type": "kafka", "extra": {"bootstrap.servers": kafka_bootstrap},
+        }),
+        f"AIRFLOW_CONN_{CONN_SPARK.upper()}": json.dumps({"conn_type": "spark", "host": "local[*]"}),
+        # Spark's Python workers must use the project's interpreter (pyarrow, psycopg2, ...).
+        "PYSPARK_PYTHON": venv_python,
+        "PYSPARK_DRIVER_PYTHON": venv_python,
+        "PYTHONPATH": str(ROOT / "plugins"),
+        "VIRTUAL_ENV": str(ROOT / ".venv"),
+    }
+
+
+def _migrated(version: str) -> bool:
+    stamp = home() / f".migrated-{version}"
+    if not stamp.exists():
+        return False
+    try:
+        with psycopg2.connect(postgres.dsn(db=AIRFLOW_DB), connect_timeout=3) as conn, conn.cursor() as cur:
+            cur.execute("select to_regclass('alembic_version') is not null")
+            return bool(cur.fetchone()[0])
+    except psycopg2.Error:
+        return False
+
+
+def up(env: dict[str, str]) -> None:
+    """Make AIRFLOW_HOME and migrate the metadata database when needed."""
+    import airflow
+
+    home().mkdir(parents=True, exist_ok=True)
+    if _migrated(airflow.__version__):
+        return
+    print("stack: migrating Airflow's metadata database (first time: ~30 s)", flush=True)
+    airflow_bin = str(ROOT / ".venv" / "bin" / "airflow")
+    proc = subprocess.run([airflow_bin, "db", "migrate"], env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise StackError(f"airflow db migrate failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+    (home() / f".migrated-{airflow.__version__}").touch()
+
+
+def status() -> str:
+    import airflow
+
+    return f"home {home()}, metadata DB " + ("migrated" if _migrated(airflow.__version__) else "not migrated")

@@ -1,0 +1,85 @@
+"""Starting, finding and stopping the stack's own background processes.
+
+Each process the stack starts has a pid file in the stack folder; `down` stops only
+processes named by those files, and only when the pid still runs the expected program.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable
+
+
+class StackError(RuntimeError):
+    """A stack step failed; the message says what and where to look."""
+
+
+def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """Run a command to completion; on failure raise with its output."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    if proc.returncode != 0:
+        raise StackError(
+            f"command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout}{proc.stderr}"
+        )
+    return proc
+
+
+def start_detached(cmd: list[str], pidfile: Path, logfile: Path, env: dict | None = None) -> int:
+    """Start cmd in its own session, output appended to logfile; record its pid."""
+    logfile.parent.mkdir(parents=True, exist_ok=True)
+    with open(logfile, "ab") as log:
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, env=env,
+        )
+    pidfile.write_text(str(proc.pid))
+    return proc.pid
+
+
+def running_pid(pidfile: Path, expect_in_cmdline: str) -> int | None:
+    """The pid recorded in pidfile if that process is alive and is what we started."""
+    try:
+        pid = int(pidfile.read_text().split()[0])
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if expect_in_cmdline in cmdline else None
+
+
+def stop_pid(pid: int, timeout: float = 30.0) -> None:
+    """SIGTERM the process group, then SIGKILL it if it has not exited within timeout."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not Path(f"/proc/{pid}").exists() or _is_zombie(pid):
+            return
+        time.sleep(0.2)
+    os.killpg(pid, signal.SIGKILL)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+    except (OSError, IndexError):
+        return True
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str, logfile: Path | None = None) -> None:
+    """Poll check() until it returns True; raise naming `what` and the log on timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.5)
+    hint = f"; see {logfile}" if logfile else ""
+    tail = ""
+    if logfile and logfile.exists():
+        tail = "\n--- last lines of the log ---\n" + "\n".join(logfile.read_text(errors="replace").splitlines()[-20:])
+    raise StackError(f"{what} did not become ready within {timeout:.0f} s{hint}{tail}")

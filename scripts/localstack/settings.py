@@ -1,0 +1,70 @@
+"""Settings of the local stack, in one place.
+
+Ports default away from the usual ones (5432, 9092) so a user's own Postgres or Kafka is
+never touched; override them with the environment variables named below.
+
+The server settings that matter to the protocol (max_prepared_transactions, Kafka's
+single-broker transaction settings) live here once: the stack applies them, and
+tests/test_docker_compose.py checks that docker-compose.yml uses the same values.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Postgres: a prepared transaction per load (not per Spark partition: executors COPY into
+# an unlogged staging table and only the driver prepares), but recovery tests and parallel
+# loads keep several in flight at once, so keep plenty of room.
+POSTGRES_SERVER_SETTINGS = {
+    "max_prepared_transactions": "64",
+    "max_connections": "200",
+}
+
+# Kafka, one KRaft node acting as broker and controller.
+KAFKA_BROKER_SETTINGS = {
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "offsets.topic.replication.factor": "1",
+    # A batch load's commit copies a whole load inside one transaction: allow an hour.
+    "transaction.max.timeout.ms": "3600000",
+    # The pipeline creates the topics it needs, with explicit settings.
+    "auto.create.topics.enable": "false",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+# Airflow connection ids, the same in the local stack and in docker-compose.yml.
+CONN_POSTGRES = "twophase_postgres"
+CONN_KAFKA = "twophase_kafka"
+CONN_SPARK = "spark_default"
+
+PIPELINE_DB = "twophase"
+PIPELINE_ROLE = "twophase"
+AIRFLOW_DB = "airflow"
+
+
+@dataclass(frozen=True)
+class Ports:
+    postgres: int
+    kafka: int
+    kafka_controller: int
+
+    @classmethod
+    def from_env(cls) -> "Ports":
+        return cls(
+            postgres=int(os.environ.get("TWOPHASE_PG_PORT", "55432")),
+            kafka=int(os.environ.get("TWOPHASE_KAFKA_PORT", "59092")),
+            kafka_controller=int(os.environ.get("TWOPHASE_KAFKA_CONTROLLER_PORT", "59093")),
+        )
+
+
+def stack_dir() -> Path:
+    """Where all state, data and logs of the stack live (git-ignored)."""
+    return Path(os.environ.get("TWOPHASE_STACK_DIR", ROOT / ".stack")).resolve()
+
+
+def venv_bin() -> Path:
+    return ROOT / ".venv" / "bin"
