@@ -9,6 +9,7 @@ Debian's package creates.
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import pwd
 import shutil
@@ -23,7 +24,29 @@ from .settings import AIRFLOW_DB, PIPELINE_DB, PIPELINE_ROLE, POSTGRES_SERVER_SE
 
 
 def home() -> Path:
-    return stack_dir() / "postgres"
+    """The cluster's folder, <stack>/postgres (resolved: it may be a symlink, see below)."""
+    return (stack_dir() / "postgres").resolve()
+
+
+def _make_home() -> None:
+    """Create <stack>/postgres where the server user can reach it.
+
+    As root, the server runs as `postgres`, which cannot enter a checkout under a private
+    folder (a 0700 home or temp dir). Then the cluster lives under Debian's
+    /var/lib/postgresql and <stack>/postgres is a symlink to it.
+    """
+    link = stack_dir() / "postgres"
+    if link.exists():
+        return
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0 or subprocess.run(_as_server_user(["test", "-x", str(link.parent)])).returncode == 0:
+        link.mkdir()
+        return
+    digest = hashlib.sha256(str(link).encode()).hexdigest()[:12]
+    target = Path("/var/lib/postgresql/twophase-stacks") / digest
+    target.mkdir(parents=True, exist_ok=True)
+    os.chmod(target.parent, 0o755)
+    link.symlink_to(target)
 
 
 def data_dir() -> Path:
@@ -76,7 +99,7 @@ def _chown_to_server_user(path: Path) -> None:
 
 
 def _init_cluster(bin_: Path) -> None:
-    home().mkdir(parents=True, exist_ok=True)
+    _make_home()
     for d in (home(), socket_dir()):
         d.mkdir(parents=True, exist_ok=True)
         _chown_to_server_user(d)
@@ -186,3 +209,4 @@ def destroy() -> None:
     """Delete the cluster's files (used by `stack reset`)."""
     down()
     shutil.rmtree(home(), ignore_errors=True)
+    (stack_dir() / "postgres").unlink(missing_ok=True)

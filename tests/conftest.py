@@ -1,0 +1,37 @@
+"""Shared fixtures: the real servers of the local stack (see scripts/stack).
+
+Tests run through `scripts/test`, which brings the stack up and exports its environment.
+Run alone, they need `eval "$(scripts/stack env)"` first; without it they fail loudly
+instead of skipping, so a green run always means the servers were really exercised.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+
+def _required_env(name: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        pytest.fail(f"{name} is not set: run the tests with scripts/test, or eval \"$(scripts/stack env)\" first")
+    return value
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> str:
+    return _required_env("TWOPHASE_PG_DSN")
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> str:
+    return _required_env("TWOPHASE_KAFKA_BOOTSTRAP")
+
+
+@pytest.fixture
+def unique_name(request) -> str:
+    """A name no other test (or earlier run) uses: for topics, tables, ids."""
+    base = "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:30]
+    return f"t_{base}_{uuid.uuid4().hex[:8]}"

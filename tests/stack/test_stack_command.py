@@ -1,0 +1,59 @@
+"""scripts/stack on a second, throwaway stack: up twice is harmless, down leaves nothing.
+
+Uses its own folder and ports, so the stack the other tests use keeps running.
+"""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+
+
+def _stack(env, *args):
+    return subprocess.run([str(ROOT / "scripts" / "stack"), *args], env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def _processes_using(folder: Path) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if str(folder) in cmdline:
+                found.append(f"{proc.name}: {cmdline[:120]}")
+    return found
+
+
+@pytest.mark.slow
+def test_up_twice_status_down(tmp_path):
+    folder = tmp_path / "stack"
+    env = {**os.environ, "TWOPHASE_STACK_DIR": str(folder), "TWOPHASE_PG_PORT": "56432",
+           "TWOPHASE_KAFKA_PORT": "59192", "TWOPHASE_KAFKA_CONTROLLER_PORT": "59193"}
+    try:
+        first = _stack(env, "up")
+        assert first.returncode == 0, first.stdout + first.stderr
+        second = _stack(env, "up")
+        assert second.returncode == 0, second.stdout + second.stderr
+        assert "starting" not in second.stdout, f"second up restarted something:\n{second.stdout}"
+
+        status = _stack(env, "status")
+        assert status.returncode == 0, status.stdout
+        assert "postgres  up, 127.0.0.1:56432" in status.stdout
+        assert "kafka     up, 127.0.0.1:59192" in status.stdout
+
+        exports = _stack(env, "env").stdout
+        for name in ("TWOPHASE_PG_DSN", "TWOPHASE_KAFKA_BOOTSTRAP", "AIRFLOW_HOME"):
+            assert f"export {name}=" in exports
+        assert "127.0.0.1:56432" in exports and "127.0.0.1:59192" in exports
+    finally:
+        down = _stack(env, "down")
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert _processes_using(folder) == []
+    after = _stack(env, "status")
+    assert after.returncode != 0 and "postgres  down" in after.stdout and "kafka     down" in after.stdout
