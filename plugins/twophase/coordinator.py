@@ -1,0 +1,192 @@
+"""The coordinator's steps, as plain functions over the log and the participants.
+
+Each step is one call (an Airflow task calls exactly one), safe to retry, and starts by
+reading the load's state from the log, so a retry resumes where the last attempt stopped:
+
+    begin -> prepare -> vote (decide) -> commit | rollback
+
+Errors: RetryLater (transient; the task should be retried), LoadAborted (the load ended
+ABORTED; raised by commit when Kafka failed for good), ProtocolViolation (a participant
+lost data the protocol could not protect; the load is VIOLATED).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import failpoints
+from .log import Load, StateConflict, TransactionLog
+from .outcome import Kind, Outcome
+from .participants.kafka import KafkaParticipant
+from .participants.postgres import PostgresParticipant, is_prepared
+from .spec import Connections, LoadSpec
+from .states import TERMINAL, State
+from .voting import reasons_to_abort
+from .votes import Vote
+
+
+class RetryLater(RuntimeError):
+    """A participant could not act now (server down, live concurrent attempt); retry."""
+
+
+class LoadAborted(RuntimeError):
+    """The load ended ABORTED; the message says why."""
+
+
+class ProtocolViolation(RuntimeError):
+    """Data was lost outside the protocol's control; the load is VIOLATED."""
+
+
+@dataclass(frozen=True)
+class Participants:
+    postgres: PostgresParticipant
+    kafka: KafkaParticipant
+
+    @classmethod
+    def of(cls, spec: LoadSpec, conns: Connections) -> "Participants":
+        return cls(PostgresParticipant(conns.pg_dsn, spec.postgres, spec.load_id),
+                   KafkaParticipant(conns.kafka_bootstrap, spec.kafka, spec.load_id))
+
+
+def begin(log: TransactionLog, spec: LoadSpec) -> Load:
+    """Log the load (state PREPARING) before anything is staged. Idempotent."""
+    log.ensure_schema()
+    load, _created = log.begin(spec)
+    return load
+
+
+def prepare(log: TransactionLog, conns: Connections, load_id: str, df) -> dict[str, Vote]:
+    """Stage df to both participants, log their votes, move the load to PREPARED.
+
+    Runs in the Spark driver. A retry restages from scratch (participants discard what an
+    earlier attempt staged). If recovery aborted the load meanwhile, the Postgres
+    transaction this call prepared is rolled back and StateConflict is raised.
+    """
+    from . import spark_stage
+
+    load = log.get(load_id)
+    if load.state == State.PREPARED:
+        return log.votes(load_id)
+    if load.state != State.PREPARING:
+        raise StateConflict(load_id, load.state, [State.PREPARING])
+    spec = load.spec()
+    parts = Participants.of(spec, conns)
+    pg_copy = parts.postgres.begin()
+    kafka_producer = parts.kafka.begin()
+    results = spark_stage.stage(df, pg_copy.columns, spec.kafka.key_column, pg_copy, kafka_producer)
+    expected = sum(r["rows"] for r in results)
+    log.set_expected_rows(load_id, expected)
+    votes = [parts.postgres.pre_commit(expected), parts.kafka.pre_commit(results, expected)]
+    for vote in votes:
+        log.record_vote(load_id, vote)
+    failpoints.hit("coordinator.votes_logged")
+    try:
+        log.transition(load_id, State.PREPARED, expect=[State.PREPARING])
+    except StateConflict:
+        parts.postgres.abort()
+        raise
+    return {v.participant: v for v in votes}
+
+
+def vote(log: TransactionLog, conns: Connections, load_id: str, rules=()) -> Load:
+    """Check the votes and decide; the decision is durable before this returns.
+
+    Already decided: returns the load unchanged. Still PREPARING (prepare failed or is
+    missing): decides ABORT.
+    """
+    load = log.get(load_id)
+    if load.state not in (State.PREPARING, State.PREPARED):
+        return load
+    if load.state == State.PREPARING:
+        reasons = ["prepare did not finish (the Spark job failed or was never run)"]
+    else:
+        votes = log.votes(load_id)
+        reasons = reasons_to_abort(list(load.participants), votes, load.expected_rows, list(rules))
+        if not reasons:
+            reasons = _live_checks(load, votes, conns)
+    if reasons:
+        decided, _ = log.transition(load_id, State.ABORTING, reason="; ".join(reasons))
+    else:
+        decided, _ = log.transition(load_id, State.COMMITTING, expect=[State.PREPARED])
+    failpoints.hit("coordinator.decision_logged")
+    return decided
+
+
+def _live_checks(load: Load, votes: dict[str, Vote], conns: Connections) -> list[str]:
+    parts = Participants.of(load.spec(), conns)
+    reasons = []
+    gid = votes["postgres"].detail["gid"]
+    if not is_prepared(conns.pg_dsn, gid):
+        reasons.append(f"the prepared Postgres transaction {gid} does not exist")
+    problem = parts.kafka.check_ranges(votes["kafka"].detail)
+    if problem:
+        reasons.append(problem)
+    return reasons
+
+
+def commit(log: TransactionLog, conns: Connections, load_id: str) -> list[Outcome]:
+    """Phase 2, COMMIT: Kafka's copy first, then COMMIT PREPARED, then log COMMITTED.
+
+    Kafka fails for good before Postgres committed: roll back, end ABORTED, raise
+    LoadAborted. Postgres lost its prepared transaction after Kafka committed: VIOLATED,
+    raise ProtocolViolation. Transient trouble: RetryLater (state stays COMMITTING).
+    """
+    load = log.get(load_id)
+    if load.state == State.COMMITTED:
+        return []
+    if load.state != State.COMMITTING:
+        raise StateConflict(load_id, load.state, [State.COMMITTING])
+    votes = log.votes(load_id)
+    parts = Participants.of(load.spec(), conns)
+    kafka = parts.kafka.commit(votes["kafka"])
+    if kafka.kind == Kind.RETRY_LATER:
+        raise RetryLater(kafka.describe())
+    if kafka.kind == Kind.FAILED:
+        reason = f"Kafka commit failed for good before Postgres committed, so the load is rolled back: {kafka.reason}"
+        log.transition(load_id, State.ABORTING, reason=reason)
+        outcomes = rollback(log, conns, load_id)
+        raise LoadAborted(f"load {load_id} ABORTED: {reason}; rollback: "
+                          + "; ".join(o.describe() for o in outcomes))
+    postgres = parts.postgres.commit()
+    if postgres.kind == Kind.RETRY_LATER:
+        raise RetryLater(postgres.describe())
+    if postgres.kind == Kind.FAILED:
+        reason = f"Kafka committed {votes['kafka'].count} records but Postgres cannot commit: {postgres.reason}"
+        log.transition(load_id, State.VIOLATED, reason=reason)
+        raise ProtocolViolation(f"load {load_id} VIOLATED: {reason}")
+    log.transition(load_id, State.COMMITTED)
+    return [kafka, postgres]
+
+
+def rollback(log: TransactionLog, conns: Connections, load_id: str, reason: str | None = None) -> list[Outcome]:
+    """Phase 2, ABORT: discard everything the load staged, then log ABORTED.
+
+    From PREPARING or PREPARED (prepare failed, or recovery presumes abort) it first
+    logs the ABORT decision with `reason`. Never touches the target topic.
+    """
+    load = log.get(load_id)
+    if load.state == State.ABORTED:
+        return []
+    if load.state in (State.PREPARING, State.PREPARED):
+        load, _ = log.transition(load_id, State.ABORTING, reason=reason or "rolled back before a decision")
+    if load.state != State.ABORTING:
+        raise StateConflict(load_id, load.state, [State.PREPARING, State.PREPARED, State.ABORTING])
+    votes = log.votes(load_id)
+    parts = Participants.of(load.spec(), conns)
+    outcomes = [parts.kafka.abort(votes.get("kafka"))]
+    failpoints.hit("rollback.middle")
+    outcomes.append(parts.postgres.abort(votes.get("postgres")))
+    for outcome in outcomes:
+        if outcome.kind == Kind.RETRY_LATER:
+            raise RetryLater(outcome.describe())
+    failed = [o for o in outcomes if o.kind == Kind.FAILED]
+    if failed:
+        reason = "rollback impossible: " + "; ".join(o.describe() for o in failed)
+        log.transition(load_id, State.VIOLATED, reason=reason)
+        raise ProtocolViolation(f"load {load_id} VIOLATED: {reason}")
+    log.transition(load_id, State.ABORTED)
+    return outcomes
+
+
+def is_resolved(load: Load) -> bool:
+    return load.state in TERMINAL

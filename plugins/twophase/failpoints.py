@@ -1,0 +1,42 @@
+"""Failpoints: kill the process at a named point, for crash tests.
+
+Set TWOPHASE_FAILPOINT to a point's name and the process that reaches it dies with
+SIGKILL, as a crash would (no cleanup, no finally blocks). With TWOPHASE_FAILPOINT_ONCE
+set to a file path, only the first process to reach the point dies (the file records
+it), so a retried Spark task or Airflow task then succeeds.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+POINTS = (
+    "spark.partition_staged",       # a Spark task staged its partition, before it reports
+    "spark.partition_midway",       # a Spark task streamed its first Arrow batch, not the rest
+    "pg.before_prepare",            # promotion done, PREPARE TRANSACTION not yet sent
+    "pg.after_prepare",             # PREPARE TRANSACTION done, votes not yet logged
+    "coordinator.votes_logged",     # votes logged, state not yet PREPARED
+    "coordinator.decision_logged",  # decision logged, no phase-2 action yet
+    "kafka.copy_middle",            # half of the Kafka copy produced, not committed
+    "kafka.copy_committed",         # Kafka copy committed, COMMIT PREPARED not yet sent
+    "pg.committed",                 # COMMIT PREPARED done, log not yet COMMITTED
+    "rollback.middle",              # Kafka side rolled back, Postgres not yet
+)
+
+
+def hit(name: str) -> None:
+    """Die here if TWOPHASE_FAILPOINT names this point (see module doc)."""
+    if name not in POINTS:
+        raise ValueError(f"unknown failpoint {name!r}")
+    if os.environ.get("TWOPHASE_FAILPOINT") != name:
+        return
+    once = os.environ.get("TWOPHASE_FAILPOINT_ONCE")
+    if once:
+        try:
+            os.close(os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
+    print(f"twophase: failpoint {name}: killing process {os.getpid()}", file=sys.stderr, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)

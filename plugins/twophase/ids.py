@@ -1,0 +1,48 @@
+"""Deterministic names derived from a load: its id, Postgres gid, staging and Kafka ids.
+
+The load id is a pure function of (pipeline, run id): every retry of every task of one
+DAG run derives the same id, and the id names the run it came from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+_PIPELINE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+GID_PREFIX = "twophase:"
+COPY_ID_PREFIX = "twophase-copy-"
+STAGING_SCHEMA = "twophase_staging"
+
+
+def _digest(text: str, n: int) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def load_id_for(pipeline: str, run_id: str) -> str:
+    """`<pipeline>.<readable run id>.<hash>`: unique per (pipeline, run id), at most 150 chars."""
+    if not _PIPELINE.match(pipeline):
+        raise ValueError(f"pipeline name {pipeline!r} must be 1-64 characters of letters, digits, '_', '.', '-'")
+    if not run_id:
+        raise ValueError("run id must not be empty")
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "-", run_id).strip("-")[:72]
+    return f"{pipeline}.{readable}.{_digest(pipeline + chr(0) + run_id, 10)}"
+
+
+def pg_gid(load_id: str) -> str:
+    """Global id of the load's prepared Postgres transaction (Postgres allows 200 bytes)."""
+    return GID_PREFIX + load_id
+
+
+def load_id_of_gid(gid: str) -> str | None:
+    return gid[len(GID_PREFIX):] if gid.startswith(GID_PREFIX) else None
+
+
+def staging_table(load_id: str) -> str:
+    """Unqualified name of the load's Postgres staging table, in schema STAGING_SCHEMA."""
+    return f"stg_{_digest(load_id, 24)}"
+
+
+def copy_transactional_id(load_id: str) -> str:
+    """transactional.id (and consumer group) of the load's Kafka commit copy."""
+    return COPY_ID_PREFIX + load_id

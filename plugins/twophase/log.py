@@ -1,0 +1,274 @@
+"""The coordinator's durable transaction log: Postgres schema `twophase`.
+
+Tables: `loads` (one row per load: state, decision, reason, phase timestamps, planned
+participants), `votes` (one per participant and load), `transitions` (every state change,
+kept as history). `transition()` is the only code that changes a load's state.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Iterable, Iterator
+
+import psycopg2
+import psycopg2.extras
+
+from . import states
+from .spec import LoadSpec
+from .states import DECISION_OF, State
+from .votes import Vote
+
+# Each entry upgrades the schema by one version; applied in order, each exactly once.
+MIGRATIONS = [
+    """
+    create table twophase.loads (
+        load_id text primary key,
+        pipeline text not null,
+        run_id text not null,
+        data_interval_start timestamptz,
+        data_interval_end timestamptz,
+        state text not null,
+        decision text,
+        reason text,
+        participants jsonb not null,
+        input jsonb not null default '{}',
+        expected_rows bigint,
+        began_at timestamptz not null default now(),
+        prepared_at timestamptz,
+        decided_at timestamptz,
+        finished_at timestamptz,
+        updated_at timestamptz not null default now()
+    );
+    create index loads_pipeline_interval on twophase.loads (pipeline, data_interval_start);
+    create index loads_open on twophase.loads (state) where state not in ('COMMITTED', 'ABORTED', 'VIOLATED');
+    create table twophase.votes (
+        load_id text not null references twophase.loads,
+        participant text not null,
+        yes boolean not null,
+        count bigint not null,
+        detail jsonb not null,
+        reason text not null default '',
+        voted_at timestamptz not null default now(),
+        primary key (load_id, participant)
+    );
+    create table twophase.transitions (
+        id bigserial primary key,
+        load_id text not null references twophase.loads,
+        from_state text,
+        to_state text not null,
+        reason text,
+        at timestamptz not null default now()
+    );
+    create index transitions_load on twophase.transitions (load_id, id);
+    """,
+]
+
+_TIMESTAMP_OF = {
+    State.PREPARED: "prepared_at",
+    State.COMMITTING: "decided_at",
+    State.ABORTING: "decided_at",
+    State.COMMITTED: "finished_at",
+    State.ABORTED: "finished_at",
+    State.VIOLATED: "finished_at",
+}
+
+
+class UnknownLoad(LookupError):
+    pass
+
+
+class StateConflict(RuntimeError):
+    """The load is not in a state this step may start from (another actor moved it)."""
+
+    def __init__(self, load_id: str, current: State, expected: Iterable[State]):
+        names = ", ".join(str(s) for s in expected)
+        super().__init__(f"load {load_id} is {current}, expected one of: {names}")
+        self.load_id, self.current = load_id, current
+
+
+@dataclass(frozen=True)
+class Load:
+    load_id: str
+    pipeline: str
+    run_id: str
+    state: State
+    decision: str | None
+    reason: str | None
+    participants: dict
+    input: dict
+    expected_rows: int | None
+    data_interval_start: datetime | None
+    data_interval_end: datetime | None
+    began_at: datetime
+    prepared_at: datetime | None
+    decided_at: datetime | None
+    finished_at: datetime | None
+    updated_at: datetime
+
+    @classmethod
+    def from_row(cls, row: dict) -> "Load":
+        return cls(**{**row, "state": State(row["state"])})
+
+    def spec(self) -> LoadSpec:
+        return LoadSpec.from_log(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Transition:
+    from_state: str | None
+    to_state: str
+    reason: str | None
+    at: datetime
+
+
+class TransactionLog:
+    def __init__(self, dsn: str):
+        self._dsn = dsn
+
+    @contextmanager
+    def _cursor(self) -> Iterator[psycopg2.extras.RealDictCursor]:
+        """One transaction: committed on success, rolled back on any error."""
+        conn = psycopg2.connect(self._dsn)
+        try:
+            with conn, conn.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
+                yield cur
+        finally:
+            conn.close()
+
+    def ensure_schema(self) -> int:
+        """Create or upgrade schema `twophase`; idempotent and safe to run concurrently."""
+        with self._cursor() as cur:
+            cur.execute("select pg_advisory_xact_lock(hashtext('twophase.schema'))")
+            cur.execute("create schema if not exists twophase")
+            cur.execute("create table if not exists twophase.schema_version (version int not null)")
+            cur.execute("select coalesce(max(version), 0) as v from twophase.schema_version")
+            current = cur.fetchone()["v"]
+            for version, ddl in enumerate(MIGRATIONS[current:], start=current + 1):
+                cur.execute(ddl)
+                cur.execute("insert into twophase.schema_version values (%s)", (version,))
+            return len(MIGRATIONS)
+
+    def begin(self, spec: LoadSpec) -> tuple[Load, bool]:
+        """Write the load's row in state PREPARING, before anything is staged.
+
+        Idempotent: a retried begin finds the row and returns it with created=False.
+        """
+        interval = spec.data_interval or (None, None)
+        with self._cursor() as cur:
+            cur.execute(
+                """insert into twophase.loads (load_id, pipeline, run_id, data_interval_start,
+                       data_interval_end, state, participants, input)
+                   values (%s, %s, %s, %s, %s, %s, %s, %s)
+                   on conflict (load_id) do nothing returning load_id""",
+                (spec.load_id, spec.pipeline, spec.run_id, interval[0], interval[1], State.PREPARING.value,
+                 json.dumps(spec.participants()), json.dumps(spec.input)),
+            )
+            created = cur.fetchone() is not None
+            if created:
+                cur.execute("insert into twophase.transitions (load_id, from_state, to_state) values (%s, null, %s)",
+                            (spec.load_id, State.PREPARING.value))
+        return self.get(spec.load_id), created
+
+    def get(self, load_id: str) -> Load:
+        with self._cursor() as cur:
+            cur.execute("select * from twophase.loads where load_id = %s", (load_id,))
+            row = cur.fetchone()
+        if row is None:
+            raise UnknownLoad(f"no load {load_id!r} in the transaction log")
+        return Load.from_row(row)
+
+    def find(self, load_id: str) -> Load | None:
+        try:
+            return self.get(load_id)
+        except UnknownLoad:
+            return None
+
+    def transition(self, load_id: str, to: State, *, expect: Iterable[State] | None = None,
+                   reason: str | None = None) -> tuple[Load, bool]:
+        """Move a load to state `to`: the only way a state changes.
+
+        - already in `to`: nothing changes, returns (load, False), so retries are harmless;
+        - current state not in `expect` (when given): StateConflict;
+        - move not in the transition table: states.IllegalTransition;
+        - otherwise a compare-and-set on the current state, the decision when `to` is
+          COMMITTING or ABORTING, the phase timestamp and a history row, in one transaction.
+        """
+        with self._cursor() as cur:
+            cur.execute("select state from twophase.loads where load_id = %s for update", (load_id,))
+            row = cur.fetchone()
+            if row is None:
+                raise UnknownLoad(f"no load {load_id!r} in the transaction log")
+            current = State(row["state"])
+            if current == to:
+                changed = False
+            else:
+                if expect is not None and current not in set(expect):
+                    raise StateConflict(load_id, current, expect)
+                states.check(load_id, current, to)
+                decision = DECISION_OF.get(to)
+                stamp = _TIMESTAMP_OF.get(to)
+                cur.execute(
+                    f"""update twophase.loads set state = %s, decision = coalesce(%s, decision),
+                           reason = coalesce(%s, reason), updated_at = now()
+                           {f', {stamp} = now()' if stamp else ''}
+                        where load_id = %s and state = %s""",
+                    (to.value, decision.value if decision else None, reason, load_id, current.value),
+                )
+                if cur.rowcount != 1:  # cannot happen under the row lock; guard anyway
+                    raise StateConflict(load_id, current, [current])
+                cur.execute(
+                    "insert into twophase.transitions (load_id, from_state, to_state, reason) values (%s, %s, %s, %s)",
+                    (load_id, current.value, to.value, reason),
+                )
+                changed = True
+        return self.get(load_id), changed
+
+    def set_expected_rows(self, load_id: str, rows: int) -> None:
+        with self._cursor() as cur:
+            cur.execute("update twophase.loads set expected_rows = %s, updated_at = now() where load_id = %s",
+                        (rows, load_id))
+
+    def record_vote(self, load_id: str, vote: Vote) -> None:
+        """Store (or replace, on a retried prepare) a participant's vote."""
+        with self._cursor() as cur:
+            cur.execute(
+                """insert into twophase.votes (load_id, participant, yes, count, detail, reason)
+                   values (%s, %s, %s, %s, %s, %s)
+                   on conflict (load_id, participant) do update set yes = excluded.yes,
+                       count = excluded.count, detail = excluded.detail, reason = excluded.reason,
+                       voted_at = now()""",
+                (load_id, vote.participant, vote.yes, vote.count, json.dumps(vote.detail), vote.reason),
+            )
+
+    def votes(self, load_id: str) -> dict[str, Vote]:
+        with self._cursor() as cur:
+            cur.execute("select participant, yes, count, detail, reason from twophase.votes where load_id = %s",
+                        (load_id,))
+            return {r["participant"]: Vote(**r) for r in cur.fetchall()}
+
+    def history(self, load_id: str) -> list[Transition]:
+        with self._cursor() as cur:
+            cur.execute("select from_state, to_state, reason, at from twophase.transitions "
+                        "where load_id = %s order by id", (load_id,))
+            return [Transition(**r) for r in cur.fetchall()]
+
+    def recent(self, limit: int = 20, pipeline: str | None = None) -> list[Load]:
+        with self._cursor() as cur:
+            cur.execute("select * from twophase.loads where (%s::text is null or pipeline = %s) "
+                        "order by began_at desc limit %s", (pipeline, pipeline, limit))
+            return [Load.from_row(r) for r in cur.fetchall()]
+
+    def unresolved(self) -> list[Load]:
+        """Loads not yet in a terminal state, oldest first."""
+        terminal = [s.value for s in states.TERMINAL]
+        with self._cursor() as cur:
+            cur.execute("select * from twophase.loads where state <> all(%s) order by began_at", (terminal,))
+            return [Load.from_row(r) for r in cur.fetchall()]
+
+    def states_of(self, load_ids: Iterable[str]) -> dict[str, State]:
+        with self._cursor() as cur:
+            cur.execute("select load_id, state from twophase.loads where load_id = any(%s)", (list(load_ids),))
+            return {r["load_id"]: State(r["state"]) for r in cur.fetchall()}

@@ -1,0 +1,323 @@
+"""The Kafka participant: stage to a staging topic, commit by one transactional copy.
+
+- begin (driver): create the staging and target topics when missing, with explicit settings.
+- stage (executors, PartitionProducer): an idempotent producer (acks=all) writes the
+  partition's records to the staging topic, each with headers `load_id`,
+  `twophase.part` (Spark partition) and `twophase.attempt` (a token per task attempt).
+  The target topic is not touched, so its read_committed consumers never stall.
+- pre-commit (driver): keep only the attempts Spark reported as successful; the vote
+  records per staging partition the offset range [first, last] and count, and a checksum.
+- commit: copy exactly those records (this load, winning attempts, inside the ranges) to
+  the target topic in ONE transaction that also commits the copy's consumer offsets, so
+  readers see the whole load at once and a crashed copy restarts exactly once: after a
+  crash, init_transactions() fences and aborts the old attempt, and committed offsets
+  tell a retry that the copy already happened.
+- abort: never touches the target topic; fences any copy still open for the load.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from .. import failpoints, ids
+from ..outcome import Kind, Outcome
+from ..spec import KafkaTarget
+from ..votes import Vote
+
+NAME = "kafka"
+H_LOAD, H_PART, H_ATTEMPT = "load_id", "twophase.part", "twophase.attempt"
+_INTERNAL_HEADERS = (H_PART, H_ATTEMPT)
+# Same partitioner as Java clients, so keys land where Java producers would put them.
+_PRODUCER_BASE = {"partitioner": "murmur2_random", "compression.type": "lz4", "linger.ms": 20,
+                  "batch.size": 1 << 20, "queue.buffering.max.kbytes": 1 << 18}
+
+
+def record_checksum(key: bytes | None, value: bytes | None) -> int:
+    return zlib.crc32(value or b"", zlib.crc32(key or b""))
+
+
+def ensure_topics(bootstrap: str, target: KafkaTarget) -> None:
+    """Create the target and staging topics when missing; idempotent."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    existing = admin.list_topics(timeout=30).topics
+    wanted = [
+        NewTopic(target.topic, target.partitions, target.replication_factor),
+        NewTopic(target.staging_topic, target.partitions, target.replication_factor, config={
+            "retention.ms": str(target.staging_retention_ms), "cleanup.policy": "delete"}),
+    ]
+    missing = [t for t in wanted if t.topic not in existing]
+    if not missing:
+        return
+    for topic, future in admin.create_topics(missing, operation_timeout=30).items():
+        try:
+            future.result(60)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:  # created concurrently
+                raise
+
+
+class PartitionProducer:
+    """Executor side: stage one Spark partition's records. Picklable (plain fields only)."""
+
+    def __init__(self, bootstrap: str, staging_topic: str, load_id: str):
+        self.bootstrap, self.staging_topic, self.load_id = bootstrap, staging_topic, load_id
+
+    def open(self, part: int, attempt: str) -> None:
+        self._producer = Producer({**_PRODUCER_BASE, "bootstrap.servers": self.bootstrap,
+                                   "enable.idempotence": True, "acks": "all"})
+        self._headers = [(H_LOAD, self.load_id.encode()), (H_PART, str(part).encode()),
+                         (H_ATTEMPT, attempt.encode())]
+        self.ranges: dict[int, list[int]] = {}  # staging partition -> [first, last, count]
+        self.errors: list[str] = []
+        self.checksum = 0
+        self.records = 0
+
+    def _delivered(self, err, msg) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+            return
+        r = self.ranges.get(msg.partition())
+        if r is None:
+            self.ranges[msg.partition()] = [msg.offset(), msg.offset(), 1]
+        else:
+            r[0], r[1], r[2] = min(r[0], msg.offset()), max(r[1], msg.offset()), r[2] + 1
+
+    def produce(self, keys: list, values: list) -> None:
+        produce, headers, callback = self._producer.produce, self._headers, self._delivered
+        topic = self.staging_topic
+        checksum = self.checksum
+        for key, value in zip(keys, values):
+            key = key.encode() if isinstance(key, str) else key
+            value = value.encode() if isinstance(value, str) else value
+            checksum += record_checksum(key, value)
+            while True:
+                try:
+                    produce(topic, value, key, headers=headers, on_delivery=callback)
+                    break
+                except BufferError:  # local queue full: let deliveries drain
+                    self._producer.poll(0.1)
+        self._producer.poll(0)
+        self.checksum = checksum % (1 << 64)
+        self.records += len(keys)
+
+    def flush(self) -> dict[int, list[int]]:
+        """Wait for every record; raise if any was not acknowledged by all replicas."""
+        remaining = self._producer.flush(300)
+        if remaining or self.errors:
+            raise RuntimeError(f"Kafka staging failed: {remaining} records unsent, errors: {self.errors[:3]}")
+        delivered = sum(r[2] for r in self.ranges.values())
+        if delivered != self.records:
+            raise RuntimeError(f"Kafka staging: {self.records} records produced but {delivered} acknowledged")
+        return self.ranges
+
+
+class KafkaParticipant:
+    name = NAME
+
+    def __init__(self, bootstrap: str, target: KafkaTarget, load_id: str):
+        self.bootstrap, self.target, self.load_id = bootstrap, target, load_id
+        self.copy_id = ids.copy_transactional_id(load_id)
+
+    def begin(self) -> PartitionProducer:
+        ensure_topics(self.bootstrap, self.target)
+        return PartitionProducer(self.bootstrap, self.target.staging_topic, self.load_id)
+
+    # -- pre-commit ---------------------------------------------------------------------
+    def pre_commit(self, results: list[dict], expected_records: int) -> Vote:
+        """Vote on the staged ranges of the successful task attempts (`results`: one dict
+        per Spark partition with keys part, attempt, kafka_ranges, kafka_checksum)."""
+        ranges: dict[int, list[int]] = {}
+        checksum = 0
+        for r in results:
+            checksum = (checksum + r["kafka_checksum"]) % (1 << 64)
+            for partition, (first, last, count) in r["kafka_ranges"].items():
+                cur = ranges.setdefault(int(partition), [first, last, 0])
+                cur[0], cur[1], cur[2] = min(cur[0], first), max(cur[1], last), cur[2] + count
+        records = sum(r[2] for r in ranges.values())
+        detail = {"topic": self.target.topic, "staging_topic": self.target.staging_topic,
+                  "ranges": {str(p): r for p, r in sorted(ranges.items())},
+                  "attempts": {str(r["part"]): r["attempt"] for r in results}, "checksum": checksum}
+        if records != expected_records:
+            return Vote(NAME, False, records, detail, f"staged {records} records but Spark produced {expected_records}")
+        problem = self.check_ranges(detail)
+        return Vote(NAME, not problem, records, detail, problem)
+
+    def check_ranges(self, detail: dict) -> str:
+        """'' if every staged range is still in the staging topic, else what is missing."""
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.copy_id,
+                             "enable.auto.commit": False})
+        try:
+            for partition, (first, last, _count) in detail["ranges"].items():
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(detail["staging_topic"], int(partition)), timeout=30)
+                if low > first or high <= last:
+                    return (f"staged records of {detail['staging_topic']}[{partition}] offsets {first}..{last} "
+                            f"are no longer all there (topic now holds {low}..{high - 1}): "
+                            "retention or an operator removed them")
+        finally:
+            consumer.close()
+        return ""
+
+    # -- commit ---------------------------------------------------------------------------
+    def commit(self, vote: Vote) -> Outcome:
+        """Copy the load's staged records to the target topic in one transaction.
+
+        Handles: copied now (DONE); copied by an earlier attempt (offsets committed:
+        ALREADY_DONE); a crashed earlier attempt (fenced and aborted by
+        init_transactions, then redone); staged records gone, target topic gone, counts
+        or checksum differ, or the copy outran its transaction timeout (FAILED, the open
+        transaction aborted so nothing is visible); broker trouble (RETRY_LATER).
+        """
+        detail = vote.detail
+        ranges = {int(p): r for p, r in detail["ranges"].items()}
+        timeout_s = self.target.transaction_timeout_ms / 1000
+        producer = Producer({**_PRODUCER_BASE, "bootstrap.servers": self.bootstrap,
+                             "transactional.id": self.copy_id, "enable.idempotence": True, "acks": "all",
+                             "transaction.timeout.ms": self.target.transaction_timeout_ms})
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.copy_id,
+                             "enable.auto.commit": False, "isolation.level": "read_committed",
+                             "auto.offset.reset": "error"})
+        in_transaction = False
+        try:
+            try:
+                producer.init_transactions(60)  # fences and aborts a crashed earlier copy
+            except KafkaException as exc:
+                if exc.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT:
+                    return Outcome(NAME, Kind.FAILED, self._timeout_advice("is above the broker's limit"))
+                raise
+            if self._copy_committed(consumer, detail["staging_topic"], ranges):
+                return Outcome(NAME, Kind.ALREADY_DONE, counts={"records": vote.count})
+            if not ranges:
+                return self._commit_empty(producer)
+            problem = self._target_missing() or self.check_ranges(detail)
+            if problem:
+                return Outcome(NAME, Kind.FAILED, problem)
+            producer.begin_transaction()
+            in_transaction = True
+            copied, checksum = self._copy(producer, consumer, detail, ranges, vote.count, time.monotonic() + timeout_s * 0.9)
+            if copied != vote.count or checksum != detail["checksum"]:
+                producer.abort_transaction(60)
+                in_transaction = False
+                return Outcome(NAME, Kind.FAILED, f"copy found {copied} records (checksum {checksum}) of this load "
+                               f"in staging, but the vote staged {vote.count} (checksum {detail['checksum']})")
+            offsets = [TopicPartition(detail["staging_topic"], p, r[1] + 1) for p, r in ranges.items()]
+            producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 60)
+            producer.commit_transaction(timeout_s)
+            in_transaction = False
+            failpoints.hit("kafka.copy_committed")
+            return Outcome(NAME, Kind.DONE, counts={"records": copied, "topic": self.target.topic})
+        except _CopyTimedOut as exc:
+            producer.abort_transaction(60)
+            in_transaction = False
+            return Outcome(NAME, Kind.FAILED, self._timeout_advice(f"was too short: {exc}"))
+        except KafkaException as exc:
+            err = exc.args[0]
+            if in_transaction and err.txn_requires_abort():
+                try:
+                    producer.abort_transaction(60)
+                except KafkaException:
+                    pass
+            if "timed out" in err.str().lower() and "transaction" in err.str().lower():
+                return Outcome(NAME, Kind.FAILED, self._timeout_advice(f"expired: {err.str()}"))
+            return Outcome(NAME, Kind.RETRY_LATER, f"Kafka: {err.str()}")
+        finally:
+            consumer.close()
+
+    def _copy(self, producer, consumer, detail, ranges, expected, deadline) -> tuple[int, int]:
+        staging, topic, load = detail["staging_topic"], self.target.topic, self.load_id.encode()
+        attempts = {int(k): v.encode() for k, v in detail["attempts"].items()}
+        consumer.assign([TopicPartition(staging, p, r[0]) for p, r in ranges.items()])
+        pending = dict(ranges)
+        copied = checksum = 0
+        half_reported = False
+        while pending:
+            if time.monotonic() > deadline:
+                raise _CopyTimedOut(f"copied {copied} of {expected} records before the deadline")
+            for msg in consumer.consume(num_messages=10000, timeout=1.0):
+                if msg.error() is not None:
+                    raise KafkaException(msg.error())
+                p, offset = msg.partition(), msg.offset()
+                rng = pending.get(p)
+                if rng is None:
+                    continue
+                if offset >= rng[1]:
+                    del pending[p]
+                    consumer.pause([TopicPartition(staging, p)])
+                    if offset > rng[1]:
+                        continue
+                headers = msg.headers() or []
+                h = dict(headers)
+                if h.get(H_LOAD) != load or attempts.get(int(h.get(H_PART, b"-1"))) != h.get(H_ATTEMPT):
+                    continue  # another load's record, or one of a failed task attempt
+                key, value = msg.key(), msg.value()
+                checksum += record_checksum(key, value)
+                out_headers = [x for x in headers if x[0] not in _INTERNAL_HEADERS]
+                while True:
+                    try:
+                        producer.produce(topic, value, key, headers=out_headers)
+                        break
+                    except BufferError:
+                        producer.poll(0.1)
+                copied += 1
+                if not half_reported and copied * 2 >= expected:
+                    half_reported = True
+                    producer.flush(60)
+                    failpoints.hit("kafka.copy_middle")
+            producer.poll(0)
+        producer.flush(300)
+        return copied, checksum % (1 << 64)
+
+    def _commit_empty(self, producer) -> Outcome:
+        return Outcome(NAME, Kind.DONE, counts={"records": 0, "topic": self.target.topic})
+
+    def _target_missing(self) -> str:
+        topics = AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(timeout=30).topics
+        if self.target.topic not in topics:
+            return f"target topic {self.target.topic} does not exist (deleted after the vote?)"
+        return ""
+
+    def _copy_committed(self, consumer, staging: str, ranges: dict) -> bool:
+        """True if this load's copy transaction committed (its offsets are committed)."""
+        if not ranges:
+            return False
+        committed = consumer.committed([TopicPartition(staging, p) for p in ranges], timeout=30)
+        done = [tp.offset >= ranges[tp.partition][1] + 1 for tp in committed]
+        if any(done) and not all(done):
+            raise RuntimeError(f"copy offsets of {self.copy_id} are partly committed: {committed}")
+        return all(done)
+
+    def _timeout_advice(self, what: str) -> str:
+        return (f"the commit copy's transaction.timeout.ms ({self.target.transaction_timeout_ms} ms) {what}; "
+                "the copy was aborted, nothing is visible. Raise KafkaTarget.transaction_timeout_ms and the "
+                "broker's transaction.max.timeout.ms above the time the copy needs.")
+
+    # -- abort ------------------------------------------------------------------------------
+    def abort(self, vote: Vote | None = None) -> Outcome:
+        """Discard: the target topic is never touched. Fences any copy transaction of this
+        load still open (crashed commit attempt), and refuses (FAILED) if the copy had
+        already committed. Staged records stay in the staging topic, never promoted,
+        until its retention deletes them."""
+        producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.copy_id,
+                             "transaction.timeout.ms": self.target.transaction_timeout_ms})
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.copy_id,
+                             "enable.auto.commit": False})
+        try:
+            producer.init_transactions(60)
+            ranges = {int(p): r for p, r in (vote.detail["ranges"] if vote else {}).items()}
+            if self._copy_committed(consumer, self.target.staging_topic, ranges):
+                return Outcome(NAME, Kind.FAILED, f"the copy to {self.target.topic} already committed; "
+                               "Kafka cannot un-publish it")
+        except KafkaException as exc:
+            return Outcome(NAME, Kind.RETRY_LATER, f"Kafka: {exc.args[0].str()}")
+        finally:
+            consumer.close()
+        counts = {"staged_records_discarded": vote.count if vote else 0, "copy_fenced": self.copy_id}
+        return Outcome(NAME, Kind.DONE, counts=counts)
+
+
+class _CopyTimedOut(Exception):
+    pass

@@ -1,0 +1,273 @@
+"""The Postgres participant: COPY into staging, promote inside a prepared transaction.
+
+- begin (driver): check the server can prepare transactions, discard an earlier attempt
+  of this load, create an unlogged staging table shaped like the target.
+- stage (executors, PartitionCopy): each Spark partition COPYs its rows into staging in
+  one transaction that first deletes rows an earlier attempt of the same partition left.
+- pre-commit (driver): in one transaction, delete the replaced rows (mode replace), insert
+  staging into the target with the load id, write the commit marker, drop staging, and
+  end with PREPARE TRANSACTION. Nothing is visible yet; everything survives a crash.
+- commit: COMMIT PREPARED (constant time). abort: ROLLBACK PREPARED and drop staging.
+Both are idempotent: the marker row, committed or rolled back with the load, tells a
+retry what already happened.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import psycopg2
+import psycopg2.errors
+from psycopg2 import sql
+
+from .. import failpoints, ids
+from ..outcome import Kind, Outcome
+from ..spec import PostgresTarget, SpecError
+from ..votes import Vote
+
+NAME = "postgres"
+PART_COLUMN = "_twophase_part"
+MARKERS = "twophase.pg_commit_markers"
+
+
+class PostgresConfigError(RuntimeError):
+    """The server or the target table cannot take part; nothing was written."""
+
+
+def _connect(dsn: str, autocommit: bool = True):
+    """A connection; autocommit unless asked. Use with closing(): since psycopg2 2.9,
+    `with conn:` opens a transaction even in autocommit, and COMMIT PREPARED refuses that."""
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = autocommit
+    return conn
+
+
+@contextmanager
+def _autocommit(dsn: str):
+    conn = _connect(dsn)
+    try:
+        with conn.cursor() as cur:
+            yield cur
+    finally:
+        conn.close()
+
+
+def is_prepared(dsn: str, gid: str) -> bool:
+    with _autocommit(dsn) as cur:
+        cur.execute("select 1 from pg_prepared_xacts where gid = %s and database = current_database()", (gid,))
+        return cur.fetchone() is not None
+
+
+def prepared_gids(dsn: str) -> list[str]:
+    """Every prepared transaction of this protocol in the current database."""
+    with _autocommit(dsn) as cur:
+        cur.execute("select gid from pg_prepared_xacts where gid like %s and database = current_database()",
+                    (ids.GID_PREFIX + "%",))
+        return [r[0] for r in cur.fetchall()]
+
+
+def staging_tables(dsn: str) -> dict[str, str]:
+    """{staging table: load id} for every staging table left in the staging schema."""
+    with _autocommit(dsn) as cur:
+        cur.execute("""select c.relname, obj_description(c.oid, 'pg_class') from pg_class c
+                       join pg_namespace n on n.oid = c.relnamespace
+                       where n.nspname = %s and c.relkind = 'r'""", (ids.STAGING_SCHEMA,))
+        return {name: load_id for name, load_id in cur.fetchall()}
+
+
+class PartitionCopy:
+    """Executor side: stage one Spark partition's rows. Picklable (plain fields only).
+
+    The partition is replaced as a whole: an advisory lock serializes attempts of the same
+    partition, and the rows of any earlier attempt are deleted in the same transaction as
+    the new COPY, so a retried or speculative task never leaves duplicates.
+    """
+
+    def __init__(self, dsn: str, staging: str, columns: list[str]):
+        self.dsn, self.staging, self.columns = dsn, staging, columns
+
+    def open(self, part: int):
+        self._conn = _connect(self.dsn, autocommit=False)
+        cur = self._conn.cursor()
+        cur.execute("select pg_advisory_xact_lock(hashtext(%s), %s)", (self.staging, part))
+        cur.execute(sql.SQL("delete from {} where {} = %s").format(
+            sql.SQL(self.staging), sql.Identifier(PART_COLUMN)), (part,))
+        self._cur = cur
+
+    def copy(self, csv_stream) -> int:
+        """COPY the CSV stream (columns in self.columns order, then the partition id)."""
+        statement = sql.SQL("copy {} ({}) from stdin with (format csv)").format(
+            sql.SQL(self.staging), sql.SQL(", ").join(map(sql.Identifier, [*self.columns, PART_COLUMN])))
+        self._cur.copy_expert(statement.as_string(self._conn), csv_stream, size=1 << 20)
+        return self._cur.rowcount
+
+    def commit(self) -> None:
+        self._conn.commit()
+        self._conn.close()
+
+    def close(self) -> None:
+        if not self._conn.closed:
+            self._conn.close()
+
+
+class PostgresParticipant:
+    name = NAME
+
+    def __init__(self, dsn: str, target: PostgresTarget, load_id: str):
+        self.dsn, self.target, self.load_id = dsn, target, load_id
+        self.gid = ids.pg_gid(load_id)
+        self.staging = f"{ids.STAGING_SCHEMA}.{ids.staging_table(load_id)}"
+
+    # -- begin ------------------------------------------------------------------------
+    def begin(self) -> PartitionCopy:
+        """Make a fresh staging table for this load. Idempotent; discards earlier attempts.
+
+        Fails with PostgresConfigError, before writing anything, when the server cannot
+        prepare transactions or the target table is missing or has no load_id column.
+        """
+        with _autocommit(self.dsn) as cur:
+            cur.execute("show max_prepared_transactions")
+            if int(cur.fetchone()[0]) == 0:
+                raise PostgresConfigError(
+                    "the Postgres server has max_prepared_transactions = 0, so it cannot take part in a "
+                    "two-phase commit: set max_prepared_transactions above the number of loads in flight "
+                    "(postgresql.conf) and restart it. Nothing was written.")
+            columns = self.target_columns(cur)
+            # A retried prepare: the earlier attempt may have prepared already (crash after PREPARE).
+            self._rollback_prepared(cur)
+            cur.execute("create schema if not exists twophase")
+            cur.execute(f"""create table if not exists {MARKERS} (
+                gid text primary key, load_id text not null, rows bigint not null,
+                deleted bigint not null, prepared_at timestamptz not null default now())""")
+            cur.execute(f"create schema if not exists {ids.STAGING_SCHEMA}")
+            cur.execute(f"drop table if exists {self.staging}")
+            cur.execute(sql.SQL("create unlogged table {} (like {} including defaults)").format(
+                sql.SQL(self.staging), sql.Identifier(self.target.schema, self.target.name)))
+            cur.execute(f"alter table {self.staging} drop column load_id, add column {PART_COLUMN} int not null")
+            cur.execute(f"comment on table {self.staging} is %s", (self.load_id,))
+        return PartitionCopy(self.dsn, self.staging, columns)
+
+    def target_columns(self, cur) -> list[str]:
+        """The target's columns in table order, without load_id; checks the table exists."""
+        cur.execute("""select column_name from information_schema.columns
+                       where table_schema = %s and table_name = %s order by ordinal_position""",
+                    (self.target.schema, self.target.name))
+        columns = [r[0] for r in cur.fetchall()]
+        if not columns:
+            raise PostgresConfigError(f"target table {self.target.table} does not exist: create it first "
+                                      "(with a load_id text column)")
+        if "load_id" not in columns:
+            raise PostgresConfigError(f"target table {self.target.table} has no load_id column: "
+                                      "add `load_id text not null`")
+        for column in self.target.replace_where:
+            if column not in columns:
+                raise SpecError(f"replace_where column {column!r} is not a column of {self.target.table}")
+        return [c for c in columns if c != "load_id"]
+
+    # -- pre-commit ---------------------------------------------------------------------
+    def pre_commit(self, expected_rows: int) -> Vote:
+        """Promote staging into the target inside a prepared transaction; vote.
+
+        Votes no (still prepared, so abort can discard it) when the promoted row count
+        differs from what Spark staged.
+        """
+        conn = _connect(self.dsn)
+        try:
+            with conn.cursor() as cur:
+                columns = self.target_columns(cur)
+                cur.execute("begin")
+                deleted = 0
+                if self.target.mode == "replace":
+                    where = sql.SQL(" and ").join(
+                        sql.SQL("{} = %s").format(sql.Identifier(c)) for c in self.target.replace_where)
+                    cur.execute(sql.SQL("delete from {} where ").format(
+                        sql.Identifier(self.target.schema, self.target.name)) + where,
+                        list(self.target.replace_where.values()))
+                    deleted = cur.rowcount
+                column_list = sql.SQL(", ").join(map(sql.Identifier, columns))
+                cur.execute(sql.SQL("insert into {} ({}, load_id) select {}, %s from {}").format(
+                    sql.Identifier(self.target.schema, self.target.name), column_list, column_list,
+                    sql.SQL(self.staging)), (self.load_id,))
+                rows = cur.rowcount
+                cur.execute(f"insert into {MARKERS} (gid, load_id, rows, deleted) values (%s, %s, %s, %s)",
+                            (self.gid, self.load_id, rows, deleted))
+                cur.execute(f"drop table {self.staging}")
+                failpoints.hit("pg.before_prepare")
+                cur.execute("prepare transaction %s", (self.gid,))
+                failpoints.hit("pg.after_prepare")
+        finally:
+            conn.close()
+        detail = {"gid": self.gid, "table": self.target.table, "mode": self.target.mode, "deleted": deleted}
+        if rows != expected_rows:
+            return Vote(NAME, False, rows, detail, f"promoted {rows} rows but Spark staged {expected_rows}")
+        return Vote(NAME, True, rows, detail)
+
+    # -- commit / abort -----------------------------------------------------------------
+    def commit(self) -> Outcome:
+        """COMMIT PREPARED. Handles: done now; done before (marker visible); the prepared
+        transaction gone without its marker (rolled back outside the protocol: FAILED);
+        server unreachable (RETRY_LATER)."""
+        try:
+            with _autocommit(self.dsn) as cur:
+                try:
+                    cur.execute("commit prepared %s", (self.gid,))
+                except psycopg2.errors.UndefinedObject:
+                    marker = self._marker(cur)
+                    if marker is not None:
+                        return Outcome(NAME, Kind.ALREADY_DONE, counts={"rows": marker[0], "deleted": marker[1]})
+                    return Outcome(NAME, Kind.FAILED, (
+                        f"prepared transaction {self.gid} no longer exists and was not committed: it was "
+                        "rolled back outside the protocol (ROLLBACK PREPARED by an operator?), so its rows are lost"))
+                marker = self._marker(cur)
+            failpoints.hit("pg.committed")
+            return Outcome(NAME, Kind.DONE, counts={"rows": marker[0], "deleted": marker[1]} if marker else {})
+        except psycopg2.OperationalError as exc:
+            return Outcome(NAME, Kind.RETRY_LATER, f"Postgres unreachable: {str(exc).strip()}")
+
+    def abort(self, vote: Vote | None = None) -> Outcome:
+        """ROLLBACK PREPARED and drop staging. Handles: prepared (rolled back now); never
+        prepared or rolled back before (ALREADY_DONE, staging dropped if left); committed
+        already (FAILED: cannot be undone); server unreachable (RETRY_LATER).
+        `vote`, when the load got that far, gives the count of prepared rows discarded."""
+        try:
+            with _autocommit(self.dsn) as cur:
+                if self._marker(cur) is not None:
+                    return Outcome(NAME, Kind.FAILED, f"{self.gid} is already committed; it cannot be rolled back")
+                discarded = self._rollback_prepared(cur)
+                staged = self._drop_staging(cur)
+        except psycopg2.OperationalError as exc:
+            return Outcome(NAME, Kind.RETRY_LATER, f"Postgres unreachable: {str(exc).strip()}")
+        counts = {"prepared_transaction": "rolled back" if discarded else "none",
+                  "staged_rows_dropped": staged or 0}
+        if discarded and vote is not None:
+            counts["prepared_rows_discarded"] = vote.count
+        done = discarded or staged is not None
+        return Outcome(NAME, Kind.DONE if done else Kind.ALREADY_DONE, counts=counts)
+
+    # -- helpers ------------------------------------------------------------------------
+    def _marker(self, cur) -> tuple[int, int] | None:
+        cur.execute("select to_regclass(%s)", (MARKERS,))
+        if cur.fetchone()[0] is None:
+            return None
+        cur.execute(f"select rows, deleted from {MARKERS} where gid = %s", (self.gid,))
+        return cur.fetchone()
+
+    def _rollback_prepared(self, cur) -> bool:
+        """ROLLBACK PREPARED if the gid exists; True if this call rolled it back."""
+        cur.execute("select 1 from pg_prepared_xacts where gid = %s and database = current_database()", (self.gid,))
+        if cur.fetchone() is None:
+            return False
+        try:
+            cur.execute("rollback prepared %s", (self.gid,))
+        except psycopg2.errors.UndefinedObject:  # resolved by a concurrent actor meanwhile
+            return False
+        return True
+
+    def _drop_staging(self, cur) -> int | None:
+        cur.execute("select to_regclass(%s)", (self.staging,))
+        if cur.fetchone()[0] is None:
+            return None
+        cur.execute(f"select count(*) from {self.staging}")
+        staged = cur.fetchone()[0]
+        cur.execute(f"drop table {self.staging}")
+        return staged

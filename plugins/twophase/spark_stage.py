@@ -1,0 +1,120 @@
+"""Spark staging glue: stage a DataFrame to both participants from the executors.
+
+Each Spark partition streams through once, as Arrow batches (mapInArrow): every batch is
+produced to the Kafka staging topic and written as CSV into one COPY into the Postgres
+staging table. No data row reaches the driver; the driver gets one small result per
+partition (counts, offset ranges, checksum), from successful task attempts only.
+
+Works on a cluster: ship this package with --py-files; executors need network access to
+Postgres and Kafka, nothing else.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from . import failpoints
+from .participants.kafka import PartitionProducer
+from .participants.postgres import PartitionCopy
+
+KEY, VALUE = "_twophase_key", "_twophase_value"
+RESULT_SCHEMA = "part int, attempt string, rows long, pg_rows long, kafka_checksum decimal(20,0), kafka_ranges string"
+
+
+class _CsvStream:
+    """File-like object psycopg2's COPY reads from: pulls Arrow batches on demand,
+    produces each batch to Kafka, and hands its rows to COPY as CSV."""
+
+    def __init__(self, batches: Iterator[pa.RecordBatch], columns: list[str], part: int, kafka: PartitionProducer):
+        self._batches, self._columns, self._part, self._kafka = batches, columns, part, kafka
+        self._buffer = b""
+        self._options = pacsv.WriteOptions(include_header=False)
+        self.rows = 0
+        self._batches_seen = 0
+
+    def read(self, size: int = -1) -> bytes:
+        while size < 0 or len(self._buffer) < size:
+            batch = next(self._batches, None)
+            if batch is None:
+                break
+            self._write(batch)
+        if size < 0:
+            chunk, self._buffer = self._buffer, b""
+        else:
+            chunk, self._buffer = self._buffer[:size], self._buffer[size:]
+        return chunk
+
+    def _write(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        self._kafka.produce(batch.column(KEY).to_pylist(), batch.column(VALUE).to_pylist())
+        table = pa.Table.from_batches([batch]).select(self._columns)
+        table = table.append_column("_part", pa.array([self._part] * batch.num_rows, pa.int32()))
+        sink = io.BytesIO()
+        pacsv.write_csv(table, sink, self._options)
+        self._buffer += sink.getvalue()
+        self.rows += batch.num_rows
+        self._batches_seen += 1
+        if self._batches_seen == 1:
+            failpoints.hit("spark.partition_midway")
+
+
+@dataclass
+class StagePartition:
+    """The function mapInArrow runs on each partition (pickled to the executors)."""
+
+    pg: PartitionCopy
+    kafka: PartitionProducer
+    columns: list[str]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        part = TaskContext.get().partitionId()
+        attempt = uuid.uuid4().hex[:16]  # unique across retries, stages and Spark applications
+        self.pg.open(part)
+        try:
+            self.kafka.open(part, attempt)
+            stream = _CsvStream(batches, self.columns, part, self.kafka)
+            pg_rows = self.pg.copy(stream)
+            ranges = self.kafka.flush()
+            if pg_rows != stream.rows:
+                raise RuntimeError(f"partition {part}: COPY took {pg_rows} rows of {stream.rows}")
+            self.pg.commit()
+        finally:
+            self.pg.close()
+        failpoints.hit("spark.partition_staged")
+        yield pa.RecordBatch.from_pylist([{
+            "part": part, "attempt": attempt, "rows": stream.rows, "pg_rows": pg_rows,
+            "kafka_checksum": self.kafka.checksum, "kafka_ranges": json.dumps(ranges),
+        }], schema=pa.schema([("part", pa.int32()), ("attempt", pa.string()), ("rows", pa.int64()),
+                               ("pg_rows", pa.int64()), ("kafka_checksum", pa.decimal128(20, 0)),
+                               ("kafka_ranges", pa.string())]))
+
+
+def stage(df, columns: list[str], key_column: str, pg: PartitionCopy, kafka: PartitionProducer) -> list[dict]:
+    """Stage df to both participants; return one result per Spark partition.
+
+    df must have every column of `columns` (the target table's, without load_id); the
+    Kafka record of a row has key `key_column` and value: the row as a JSON object.
+    """
+    from pyspark.sql import functions as F
+
+    missing = [c for c in [*columns, key_column] if c not in df.columns]
+    if missing:
+        raise ValueError(f"the DataFrame lacks columns the targets need: {missing}; it has {df.columns}")
+    staged = df.select(
+        *[F.col(c) for c in columns],
+        F.col(key_column).cast("string").cast("binary").alias(KEY),
+        F.to_json(F.struct(*[F.col(c) for c in columns])).cast("binary").alias(VALUE),
+    )
+    rows = staged.mapInArrow(StagePartition(pg, kafka, columns), RESULT_SCHEMA).collect()
+    return [{"part": r.part, "attempt": r.attempt, "rows": r.rows, "pg_rows": r.pg_rows,
+             "kafka_checksum": int(r.kafka_checksum), "kafka_ranges": json.loads(r.kafka_ranges)} for r in rows]

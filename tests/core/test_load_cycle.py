@@ -1,0 +1,116 @@
+"""A whole load through the core against real Postgres, Kafka and Spark."""
+
+from __future__ import annotations
+
+import json
+
+import psycopg2
+import pytest
+
+from support import header, make_df, make_spec, read_topic
+from twophase import coordinator
+from twophase.outcome import Kind
+from twophase.participants.postgres import is_prepared
+from twophase.states import State
+from twophase.voting import MinRows
+
+
+def _pg_rows(dsn, table, load_id=None):
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute(f"select customer_id, day::text, orders, revenue::text, note, load_id from {table} "
+                    "where %s::text is null or load_id = %s order by customer_id", (load_id, load_id))
+        return cur.fetchall()
+
+
+def _staging_exists(dsn, load_id):
+    from twophase.ids import STAGING_SCHEMA, staging_table
+
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute("select to_regclass(%s)", (f"{STAGING_SCHEMA}.{staging_table(load_id)}",))
+        return cur.fetchone()[0] is not None
+
+
+def test_commit_makes_the_load_visible_on_both_sides(spark, txlog, conns, target):
+    spec = make_spec(target)
+    coordinator.begin(txlog, spec)
+    votes = coordinator.prepare(txlog, conns, spec.load_id, make_df(spark, 1000))
+    assert {v.participant: (v.yes, v.count) for v in votes.values()} == {"postgres": (True, 1000), "kafka": (True, 1000)}
+    assert _pg_rows(conns.pg_dsn, target["table"]) == [], "prepared rows must not be visible"
+    assert read_topic(conns.kafka_bootstrap, target["topic"]) == [], "the target topic is untouched in prepare"
+
+    assert coordinator.vote(txlog, conns, spec.load_id).state == State.COMMITTING
+    outcomes = coordinator.commit(txlog, conns, spec.load_id)
+    assert [(o.participant, o.kind) for o in outcomes] == [("kafka", Kind.DONE), ("postgres", Kind.DONE)]
+
+    rows = _pg_rows(conns.pg_dsn, target["table"])
+    assert len(rows) == 1000 and {r[5] for r in rows} == {spec.load_id}
+    by_id = {r[0]: r for r in rows}
+    assert by_id["c000000"][4] is None and by_id["c000001"][4] == "" and by_id["c000002"][4] == 'say "hi", ok'
+    assert by_id["c000123"][1:4] == ("2026-11-20", 5, "1.23")
+
+    records = read_topic(conns.kafka_bootstrap, target["topic"])
+    assert len(records) == 1000
+    assert {header(m, "load_id") for m in records} == {spec.load_id}
+    assert all(header(m, "twophase.attempt") is None for m in records), "internal headers are not promoted"
+    values = {m.key().decode(): json.loads(m.value()) for m in records}
+    assert values["c000123"] == {"customer_id": "c000123", "day": "2026-11-20", "orders": 5, "revenue": 1.23,
+                                 "note": 'say "hi", ok'}
+    load = txlog.get(spec.load_id)
+    assert load.state == State.COMMITTED and load.decision == "COMMIT" and load.expected_rows == 1000
+    assert [t.to_state for t in txlog.history(spec.load_id)] == ["PREPARING", "PREPARED", "COMMITTING", "COMMITTED"]
+    assert not _staging_exists(conns.pg_dsn, spec.load_id)
+
+
+def test_retried_commit_is_already_done(spark, txlog, conns, target):
+    spec = make_spec(target)
+    coordinator.begin(txlog, spec)
+    coordinator.prepare(txlog, conns, spec.load_id, make_df(spark, 200))
+    coordinator.vote(txlog, conns, spec.load_id)
+    coordinator.commit(txlog, conns, spec.load_id)
+    parts = coordinator.Participants.of(spec, conns)
+    votes = txlog.votes(spec.load_id)
+    assert parts.kafka.commit(votes["kafka"]).kind == Kind.ALREADY_DONE
+    assert parts.postgres.commit().kind == Kind.ALREADY_DONE
+    assert parts.postgres.abort().kind == Kind.FAILED, "a committed load cannot be rolled back"
+    assert parts.kafka.abort(votes["kafka"]).kind == Kind.FAILED
+    assert coordinator.commit(txlog, conns, spec.load_id) == []
+    assert len(_pg_rows(conns.pg_dsn, target["table"])) == 200
+    assert len(read_topic(conns.kafka_bootstrap, target["topic"])) == 200
+
+
+def test_quality_gate_aborts_and_rollback_discards_everything(spark, txlog, conns, target):
+    spec = make_spec(target)
+    coordinator.begin(txlog, spec)
+    coordinator.prepare(txlog, conns, spec.load_id, make_df(spark, 300))
+    gid = txlog.votes(spec.load_id)["postgres"].detail["gid"]
+    assert is_prepared(conns.pg_dsn, gid)
+
+    decided = coordinator.vote(txlog, conns, spec.load_id, rules=[MinRows(1000)])
+    assert decided.state == State.ABORTING and "below the minimum of 1000" in decided.reason
+    outcomes = coordinator.rollback(txlog, conns, spec.load_id)
+    counts = {o.participant: (o.kind, o.counts) for o in outcomes}
+    assert counts["postgres"][0] == Kind.DONE and counts["postgres"][1]["prepared_rows_discarded"] == 300
+    assert counts["kafka"][0] == Kind.DONE and counts["kafka"][1]["staged_records_discarded"] == 300
+
+    assert txlog.get(spec.load_id).state == State.ABORTED
+    assert not is_prepared(conns.pg_dsn, gid)
+    assert _pg_rows(conns.pg_dsn, target["table"]) == []
+    assert read_topic(conns.kafka_bootstrap, target["topic"]) == []
+    # retried: nothing left to do
+    assert coordinator.rollback(txlog, conns, spec.load_id) == []
+    parts = coordinator.Participants.of(spec, conns)
+    assert parts.postgres.abort().kind == Kind.ALREADY_DONE
+
+
+def test_rollback_after_failed_prepare_drops_staging(spark, txlog, conns, target):
+    spec = make_spec(target)
+    coordinator.begin(txlog, spec)
+    bad = make_df(spark, 50).drop("orders")
+    with pytest.raises(ValueError, match="lacks columns the targets need: \\['orders'\\]"):
+        coordinator.prepare(txlog, conns, spec.load_id, bad)
+    assert _staging_exists(conns.pg_dsn, spec.load_id)
+    decided = coordinator.vote(txlog, conns, spec.load_id)
+    assert decided.state == State.ABORTING and "prepare did not finish" in decided.reason
+    coordinator.rollback(txlog, conns, spec.load_id)
+    assert txlog.get(spec.load_id).state == State.ABORTED
+    assert not _staging_exists(conns.pg_dsn, spec.load_id)
