@@ -2,47 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
-
-from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient
-
 from twophase.ids import load_id_for
 from twophase.spec import KafkaTarget, LoadSpec, PostgresTarget
+from twophase.verify import iter_topic
 
 
-def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed", timeout: float = 30) -> list:
+def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed") -> list:
     """Every record of the topic visible at this isolation level, up to its end now."""
-    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=timeout)
-    partitions = list(metadata.topics[topic].partitions)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"test-{uuid.uuid4().hex}",
-                         "isolation.level": isolation, "enable.auto.commit": False})
-    records = []
-    try:
-        ends = {}
-        for p in partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
-            if high > low:
-                ends[p] = high
-        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
-        idle = 0
-        while ends and idle < 10:
-            msgs = consumer.consume(num_messages=10000, timeout=1.0)
-            idle = 0 if msgs else idle + 1
-            for msg in msgs:
-                if msg.error():
-                    raise RuntimeError(msg.error())
-                records.append(msg)
-                if msg.offset() >= ends[msg.partition()] - 1:
-                    ends.pop(msg.partition(), None)
-            # read_committed stops at the last stable offset: a partition whose tail is
-            # aborted or control records reaches its end through position, not records.
-            for tp in consumer.position([TopicPartition(topic, p) for p in list(ends)]):
-                if tp.offset >= ends[tp.partition]:
-                    ends.pop(tp.partition, None)
-    finally:
-        consumer.close()
-    return records
+    return list(iter_topic(bootstrap, topic, isolation))
 
 
 def header(msg, name: str) -> str | None:

@@ -75,6 +75,21 @@ def staging_tables(dsn: str) -> dict[str, str]:
         return {name: load_id for name, load_id in cur.fetchall()}
 
 
+def rollback_gid(dsn: str, gid: str) -> bool:
+    """ROLLBACK PREPARED an orphaned gid; False if it was already gone."""
+    with _autocommit(dsn) as cur:
+        try:
+            cur.execute("rollback prepared %s", (gid,))
+            return True
+        except psycopg2.errors.UndefinedObject:
+            return False
+
+
+def drop_staging_table(dsn: str, name: str) -> None:
+    with _autocommit(dsn) as cur:
+        cur.execute(sql.SQL("drop table if exists {}").format(sql.Identifier(ids.STAGING_SCHEMA, name)))
+
+
 class PartitionCopy:
     """Executor side: stage one Spark partition's rows. Picklable (plain fields only).
 

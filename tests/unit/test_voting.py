@@ -1,0 +1,45 @@
+"""The vote's pure logic."""
+
+from twophase.voting import MinRows, reasons_to_abort
+from twophase.votes import Vote
+
+PLANNED = ["postgres", "kafka"]
+
+
+def votes(pg=(True, 10), kafka=(True, 10)):
+    return {"postgres": Vote("postgres", pg[0], pg[1], reason="" if pg[0] else "pg said no"),
+            "kafka": Vote("kafka", kafka[0], kafka[1], reason="" if kafka[0] else "kafka said no")}
+
+
+def test_all_yes_and_counts_agree_commits():
+    assert reasons_to_abort(PLANNED, votes(), 10) == []
+
+
+def test_a_no_vote_aborts_with_its_reason():
+    assert reasons_to_abort(PLANNED, votes(kafka=(False, 10)), 10) == ["kafka voted no: kafka said no"]
+
+
+def test_a_missing_vote_aborts():
+    v = votes()
+    del v["kafka"]
+    assert reasons_to_abort(PLANNED, v, 10) == ["kafka did not vote"]
+
+
+def test_an_unplanned_vote_aborts():
+    v = {**votes(), "s3": Vote("s3", True, 10)}
+    assert reasons_to_abort(PLANNED, v, 10) == ["unexpected vote from s3, which is not a planned participant"]
+
+
+def test_counts_must_match_what_spark_computed():
+    assert reasons_to_abort(PLANNED, votes(pg=(True, 9)), 10) == ["postgres staged 9, but Spark computed 10"]
+
+
+def test_unknown_spark_count_aborts():
+    assert reasons_to_abort(PLANNED, votes(), None) == ["Spark's row count was not recorded"]
+
+
+def test_quality_rules_run_only_when_votes_are_sound():
+    assert reasons_to_abort(PLANNED, votes(), 10, [MinRows(11)]) == [
+        "quality gate: 10 rows, below the minimum of 11"]
+    assert reasons_to_abort(PLANNED, votes(), 10, [MinRows(10)]) == []
+    assert reasons_to_abort(PLANNED, votes(pg=(False, 10)), 10, [MinRows(11)]) == ["postgres voted no: pg said no"]
