@@ -20,7 +20,7 @@ from .outcome import Kind, Outcome
 from .participants.kafka import KafkaParticipant
 from .participants.postgres import PostgresParticipant, is_prepared
 from .spec import Connections, LoadSpec
-from .states import TERMINAL, State
+from .states import State
 from .voting import reasons_to_abort
 from .votes import Vote
 
@@ -187,6 +187,3 @@ def rollback(log: TransactionLog, conns: Connections, load_id: str, reason: str 
     log.transition(load_id, State.ABORTED)
     return outcomes
 
-
-def is_resolved(load: Load) -> bool:
-    return load.state in TERMINAL

@@ -8,7 +8,7 @@ checks (the prepared transaction exists, the staged ranges are still there).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 from .votes import Vote
 
@@ -31,7 +31,7 @@ class MinRows:
 
 
 def reasons_to_abort(planned: list[str], votes: dict[str, Vote], expected_rows: int | None,
-                     rules: list[Callable] = ()) -> list[str]:
+                     rules: list[QualityRule] = ()) -> list[str]:
     reasons = []
     for name in planned:
         vote = votes.get(name)
