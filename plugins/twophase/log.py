@@ -180,12 +180,6 @@ class TransactionLog:
             raise UnknownLoad(f"no load {load_id!r} in the transaction log")
         return Load.from_row(row)
 
-    def find(self, load_id: str) -> Load | None:
-        try:
-            return self.get(load_id)
-        except UnknownLoad:
-            return None
-
     def transition(self, load_id: str, to: State, *, expect: Iterable[State] | None = None,
                    reason: str | None = None) -> tuple[Load, bool]:
         """Move a load to state `to`: the only way a state changes.

@@ -25,7 +25,11 @@ from .participants.kafka import PartitionProducer
 from .participants.postgres import PartitionCopy
 
 KEY, VALUE = "_twophase_key", "_twophase_value"
+# One small row per partition: the same schema for Spark (DDL) and for Arrow.
 RESULT_SCHEMA = "part int, attempt string, rows long, pg_rows long, kafka_checksum decimal(20,0), kafka_ranges string"
+_RESULT_ARROW = pa.schema([("part", pa.int32()), ("attempt", pa.string()), ("rows", pa.int64()),
+                          ("pg_rows", pa.int64()), ("kafka_checksum", pa.decimal128(20, 0)),
+                          ("kafka_ranges", pa.string())])
 
 
 class _CsvStream:
@@ -94,9 +98,7 @@ class StagePartition:
         yield pa.RecordBatch.from_pylist([{
             "part": part, "attempt": attempt, "rows": stream.rows, "pg_rows": pg_rows,
             "kafka_checksum": self.kafka.checksum, "kafka_ranges": json.dumps(ranges),
-        }], schema=pa.schema([("part", pa.int32()), ("attempt", pa.string()), ("rows", pa.int64()),
-                               ("pg_rows", pa.int64()), ("kafka_checksum", pa.decimal128(20, 0)),
-                               ("kafka_ranges", pa.string())]))
+        }], schema=_RESULT_ARROW)
 
 
 def stage(df, columns: list[str], key_column: str, pg: PartitionCopy, kafka: PartitionProducer) -> list[dict]:

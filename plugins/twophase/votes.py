@@ -16,7 +16,3 @@ class Vote:
 
     def to_json(self) -> dict:
         return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict) -> "Vote":
-        return cls(**data)

@@ -8,7 +8,7 @@ import sys
 
 from . import airflow, kafka, postgres
 from .proc import StackError
-from .settings import ROOT
+from .settings import venv_bin
 
 USAGE = """usage: scripts/stack up|down|status|env|reset
   up      start Postgres and Kafka, migrate Airflow's DB; idempotent, waits until each answers
@@ -20,7 +20,7 @@ USAGE = """usage: scripts/stack up|down|status|env|reset
 
 def shell_environment() -> dict[str, str]:
     env = airflow.environment()
-    env["PATH"] = f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '')}"
+    env["PATH"] = f"{venv_bin()}:{os.environ.get('PATH', '')}"
     return env
 
 

@@ -13,7 +13,7 @@ import psycopg2
 
 from . import postgres, secrets
 from .proc import StackError
-from .settings import AIRFLOW_DB, CONN_KAFKA, CONN_POSTGRES, CONN_SPARK, PIPELINE_DB, PIPELINE_ROLE, ROOT, Ports, stack_dir
+from .settings import AIRFLOW_DB, CONN_KAFKA, CONN_POSTGRES, CONN_SPARK, PIPELINE_DB, PIPELINE_ROLE, ROOT, Ports, stack_dir, venv_bin
 
 
 def home():
@@ -25,7 +25,7 @@ def environment() -> dict[str, str]:
     ports = Ports.from_env()
     password = secrets.load()["pipeline_password"]
     kafka_bootstrap = f"127.0.0.1:{ports.kafka}"
-    venv_python = str(ROOT / ".venv" / "bin" / "python")
+    venv_python = str(venv_bin() / "python")
     return {
         "TWOPHASE_PG_DSN": postgres.dsn(ports.postgres, PIPELINE_DB),
         "TWOPHASE_KAFKA_BOOTSTRAP": kafka_bootstrap,
@@ -75,7 +75,7 @@ def up(env: dict[str, str]) -> None:
     if _migrated(airflow.__version__):
         return
     print("stack: migrating Airflow's metadata database (first time: ~30 s)", flush=True)
-    airflow_bin = str(ROOT / ".venv" / "bin" / "airflow")
+    airflow_bin = str(venv_bin() / "airflow")
     proc = subprocess.run([airflow_bin, "db", "migrate"], env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise StackError(f"airflow db migrate failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")

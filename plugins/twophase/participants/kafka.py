@@ -36,6 +36,16 @@ _PRODUCER_BASE = {"partitioner": "murmur2_random", "compression.type": "lz4", "l
                   "batch.size": 1 << 20, "queue.buffering.max.kbytes": 1 << 18}
 
 
+def _produce(producer: Producer, topic: str, value, key, headers, on_delivery=None) -> None:
+    """produce(), waiting for deliveries to drain while the local queue is full."""
+    while True:
+        try:
+            producer.produce(topic, value, key, headers=headers, on_delivery=on_delivery)
+            return
+        except BufferError:
+            producer.poll(0.1)
+
+
 def record_checksum(key: bytes | None, value: bytes | None) -> int:
     return zlib.crc32(value or b"", zlib.crc32(key or b""))
 
@@ -87,19 +97,13 @@ class PartitionProducer:
             r[0], r[1], r[2] = min(r[0], msg.offset()), max(r[1], msg.offset()), r[2] + 1
 
     def produce(self, keys: list, values: list) -> None:
-        produce, headers, callback = self._producer.produce, self._headers, self._delivered
-        topic = self.staging_topic
+        producer, topic, headers, callback = self._producer, self.staging_topic, self._headers, self._delivered
         checksum = self.checksum
         for key, value in zip(keys, values):
             key = key.encode() if isinstance(key, str) else key
             value = value.encode() if isinstance(value, str) else value
             checksum += record_checksum(key, value)
-            while True:
-                try:
-                    produce(topic, value, key, headers=headers, on_delivery=callback)
-                    break
-                except BufferError:  # local queue full: let deliveries drain
-                    self._producer.poll(0.1)
+            _produce(producer, topic, value, key, headers, callback)
         self._producer.poll(0)
         self.checksum = checksum % (1 << 64)
         self.records += len(keys)
@@ -255,13 +259,7 @@ class KafkaParticipant:
                     continue  # another load's record, or one of a failed task attempt
                 key, value = msg.key(), msg.value()
                 checksum += record_checksum(key, value)
-                out_headers = [x for x in headers if x[0] not in _INTERNAL_HEADERS]
-                while True:
-                    try:
-                        producer.produce(topic, value, key, headers=out_headers)
-                        break
-                    except BufferError:
-                        producer.poll(0.1)
+                _produce(producer, topic, value, key, [x for x in headers if x[0] not in _INTERNAL_HEADERS])
                 copied += 1
                 if not half_reported and copied * 2 >= expected:
                     half_reported = True

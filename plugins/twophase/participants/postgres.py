@@ -52,10 +52,16 @@ def _autocommit(dsn: str):
         conn.close()
 
 
+def _is_prepared(cur, gid: str) -> bool:
+    """True if gid is a prepared transaction of the cursor's database (COMMIT/ROLLBACK
+    PREPARED only work from that database)."""
+    cur.execute("select 1 from pg_prepared_xacts where gid = %s and database = current_database()", (gid,))
+    return cur.fetchone() is not None
+
+
 def is_prepared(dsn: str, gid: str) -> bool:
     with _autocommit(dsn) as cur:
-        cur.execute("select 1 from pg_prepared_xacts where gid = %s and database = current_database()", (gid,))
-        return cur.fetchone() is not None
+        return _is_prepared(cur, gid)
 
 
 def prepared_gids(dsn: str) -> list[str]:
@@ -75,14 +81,22 @@ def staging_tables(dsn: str) -> dict[str, str]:
         return {name: load_id for name, load_id in cur.fetchall()}
 
 
+def _rollback_gid(cur, gid: str) -> bool:
+    """ROLLBACK PREPARED gid; False if it is not prepared in this database (never was, or
+    resolved already, possibly by a concurrent actor)."""
+    if not _is_prepared(cur, gid):
+        return False
+    try:
+        cur.execute("rollback prepared %s", (gid,))
+        return True
+    except psycopg2.errors.UndefinedObject:
+        return False
+
+
 def rollback_gid(dsn: str, gid: str) -> bool:
     """ROLLBACK PREPARED an orphaned gid; False if it was already gone."""
     with _autocommit(dsn) as cur:
-        try:
-            cur.execute("rollback prepared %s", (gid,))
-            return True
-        except psycopg2.errors.UndefinedObject:
-            return False
+        return _rollback_gid(cur, gid)
 
 
 def drop_staging_table(dsn: str, name: str) -> None:
@@ -149,7 +163,7 @@ class PostgresParticipant:
                     "(postgresql.conf) and restart it. Nothing was written.")
             columns = self.target_columns(cur)
             # A retried prepare: the earlier attempt may have prepared already (crash after PREPARE).
-            self._rollback_prepared(cur)
+            _rollback_gid(cur, self.gid)
             cur.execute("create schema if not exists twophase")
             cur.execute(f"""create table if not exists {MARKERS} (
                 gid text primary key, load_id text not null, rows bigint not null,
@@ -248,7 +262,7 @@ class PostgresParticipant:
             with _autocommit(self.dsn) as cur:
                 if self._marker(cur) is not None:
                     return Outcome(NAME, Kind.FAILED, f"{self.gid} is already committed; it cannot be rolled back")
-                discarded = self._rollback_prepared(cur)
+                discarded = _rollback_gid(cur, self.gid)
                 staged = self._drop_staging(cur)
         except psycopg2.OperationalError as exc:
             return Outcome(NAME, Kind.RETRY_LATER, f"Postgres unreachable: {str(exc).strip()}")
@@ -266,17 +280,6 @@ class PostgresParticipant:
             return None
         cur.execute(f"select rows, deleted from {MARKERS} where gid = %s", (self.gid,))
         return cur.fetchone()
-
-    def _rollback_prepared(self, cur) -> bool:
-        """ROLLBACK PREPARED if the gid exists; True if this call rolled it back."""
-        cur.execute("select 1 from pg_prepared_xacts where gid = %s and database = current_database()", (self.gid,))
-        if cur.fetchone() is None:
-            return False
-        try:
-            cur.execute("rollback prepared %s", (self.gid,))
-        except psycopg2.errors.UndefinedObject:  # resolved by a concurrent actor meanwhile
-            return False
-        return True
 
     def _drop_staging(self, cur) -> int | None:
         cur.execute("select to_regclass(%s)", (self.staging,))
