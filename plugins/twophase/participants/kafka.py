@@ -46,6 +46,27 @@ def _produce(producer: Producer, topic: str, value, key, headers, on_delivery=No
             producer.poll(0.1)
 
 
+# Coordinator errors a young or busy broker returns while __consumer_offsets or the
+# transaction log is loading or moving; they clear within seconds.
+_COORDINATOR_BUSY = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                     KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError._TIMED_OUT}
+
+
+def _patiently(call, patience_s: float = 60.0):
+    """call(), retried with backoff while Kafka answers with a passing coordinator error."""
+    deadline, pause = time.monotonic() + patience_s, 0.2
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            err = exc.args[0]
+            passing = err.code() in _COORDINATOR_BUSY or err.retriable()
+            if not passing or time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 5.0)
+
+
 def record_checksum(key: bytes | None, value: bytes | None) -> int:
     return zlib.crc32(value or b"", zlib.crc32(key or b""))
 
@@ -279,7 +300,8 @@ class KafkaParticipant:
         """True if this load's copy transaction committed (its offsets are committed)."""
         if not ranges:
             return False
-        committed = consumer.committed([TopicPartition(staging, p) for p in ranges], timeout=30)
+        wanted = [TopicPartition(staging, p) for p in ranges]
+        committed = _patiently(lambda: consumer.committed(wanted, timeout=30))
         done = [tp.offset >= ranges[tp.partition][1] + 1 for tp in committed]
         if any(done) and not all(done):
             raise RuntimeError(f"copy offsets of {self.copy_id} are partly committed: {committed}")

@@ -1,0 +1,37 @@
+"""_patiently retries passing coordinator errors, and only those, within its patience."""
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from twophase.participants.kafka import _patiently
+
+
+def _failing(codes):
+    calls = []
+
+    def call():
+        calls.append(1)
+        if len(calls) <= len(codes):
+            raise KafkaException(KafkaError(codes[len(calls) - 1]))
+        return "answer"
+    return call, calls
+
+
+def test_retries_a_coordinator_that_is_loading_or_moving():
+    call, calls = _failing([KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS])
+    assert _patiently(call) == "answer"
+    assert len(calls) == 3
+
+
+def test_raises_other_errors_at_once():
+    call, calls = _failing([KafkaError.TOPIC_AUTHORIZATION_FAILED])
+    with pytest.raises(KafkaException):
+        _patiently(call)
+    assert len(calls) == 1
+
+
+def test_gives_up_when_patience_runs_out():
+    call, calls = _failing([KafkaError.NOT_COORDINATOR] * 100)
+    with pytest.raises(KafkaException):
+        _patiently(call, patience_s=0.5)
+    assert 1 < len(calls) < 100
