@@ -12,7 +12,7 @@ lost data the protocol could not protect; the load is VIOLATED).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import failpoints
 from .log import Load, StateConflict, TransactionLog
@@ -20,7 +20,7 @@ from .outcome import Kind, Outcome
 from .participants.kafka import KafkaParticipant
 from .participants.postgres import PostgresParticipant, is_prepared
 from .spec import Connections, LoadSpec
-from .states import State
+from .states import TERMINAL, State
 from .voting import reasons_to_abort
 from .votes import Vote
 
@@ -37,6 +37,20 @@ class ProtocolViolation(RuntimeError):
     """Data was lost outside the protocol's control; the load is VIOLATED."""
 
 
+class AlreadyCommitted(RuntimeError):
+    """Append mode, and the pipeline already committed a load of this data interval."""
+
+    def __init__(self, load: Load):
+        super().__init__(f"the data interval starting {load.data_interval_start} was already committed by load "
+                         f"{load.load_id} (finished {load.finished_at}); loading it again would duplicate it. "
+                         "Nothing to do; run in mode 'replace' to reload it.")
+        self.load = load
+
+
+class IntervalBusy(RuntimeError):
+    """Another load of the same pipeline and data interval is still in flight."""
+
+
 @dataclass(frozen=True)
 class Participants:
     postgres: PostgresParticipant
@@ -49,14 +63,40 @@ class Participants:
 
 
 def begin(log: TransactionLog, spec: LoadSpec) -> Load:
-    """Log the load (state PREPARING) before anything is staged. Idempotent."""
+    """Log the load (state PREPARING) before anything is staged. Idempotent.
+
+    Exactly once per data interval (when the spec has one), decided atomically with
+    the other begins of that interval:
+    - another load of the interval still in flight: IntervalBusy, nothing logged;
+    - append mode and a load of the interval committed: AlreadyCommitted, nothing logged;
+    - replace mode: the load's Kafka records get headers `twophase.mode: replace` and
+      `twophase.replaces: <committed load ids>`, so consumers can drop what it replaces.
+    """
     log.ensure_schema()
-    load, _created = log.begin(spec)
+    load, _created = log.begin(spec, plan=lambda others: _plan(spec, others))
     return load
 
 
-def prepare(log: TransactionLog, conns: Connections, load_id: str, df) -> dict[str, Vote]:
+def _plan(spec: LoadSpec, others: list[Load]) -> LoadSpec:
+    busy = [o for o in others if o.state not in TERMINAL]
+    if busy:
+        raise IntervalBusy("; ".join(f"load {o.load_id} of the same data interval is {o.state}" for o in busy)
+                           + ": wait for it to end (twophase_recovery resolves a crashed one)")
+    committed = [o for o in others if o.state == State.COMMITTED]
+    if spec.postgres.mode == "append":
+        if committed:
+            raise AlreadyCommitted(committed[-1])
+        return spec
+    headers = {**spec.kafka.headers, "twophase.mode": "replace",
+               "twophase.replaces": ",".join(o.load_id for o in committed)}
+    return replace(spec, kafka=replace(spec.kafka, headers=headers))
+
+
+def prepare(log: TransactionLog, conns: Connections, load_id: str, df, metrics: dict | None = None) -> dict[str, Vote]:
     """Stage df to both participants, log their votes, move the load to PREPARED.
+
+    `metrics`: the job's own figures (input_lines, rejected_lines...), logged for the
+    quality rules of the vote.
 
     Runs in the Spark driver. A retry restages from scratch (participants discard what an
     earlier attempt staged). If recovery aborted the load meanwhile, the Postgres
@@ -75,7 +115,7 @@ def prepare(log: TransactionLog, conns: Connections, load_id: str, df) -> dict[s
     kafka_producer = parts.kafka.begin()
     results = spark_stage.stage(df, pg_copy.columns, spec.kafka.key_column, pg_copy, kafka_producer)
     expected = sum(r["rows"] for r in results)
-    log.set_expected_rows(load_id, expected)
+    log.set_expected_rows(load_id, expected, metrics)
     votes = [parts.postgres.pre_commit(expected), parts.kafka.pre_commit(results, expected)]
     for vote in votes:
         log.record_vote(load_id, vote)
@@ -98,10 +138,11 @@ def vote(log: TransactionLog, conns: Connections, load_id: str, rules=()) -> Loa
     if load.state not in (State.PREPARING, State.PREPARED):
         return load
     if load.state == State.PREPARING:
-        reasons = ["prepare did not finish (the Spark job failed or was never run)"]
+        reasons = [f"prepare failed: {load.prepare_error}" if load.prepare_error
+                   else "prepare did not finish (the Spark job failed or was never run)"]
     else:
         votes = log.votes(load_id)
-        reasons = reasons_to_abort(list(load.participants), votes, load.expected_rows, list(rules))
+        reasons = reasons_to_abort(list(load.participants), votes, load.expected_rows, list(rules), load.metrics)
         if not reasons:
             reasons = _live_checks(load, votes, conns)
     if reasons:

@@ -11,7 +11,7 @@ import json
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import psycopg2
 import psycopg2.extras
@@ -64,6 +64,10 @@ MIGRATIONS = [
     );
     create index transitions_load on twophase.transitions (load_id, id);
     """,
+    """
+    alter table twophase.loads add column metrics jsonb not null default '{}';
+    alter table twophase.loads add column prepare_error text;
+    """,
 ]
 
 _TIMESTAMP_OF = {
@@ -100,6 +104,8 @@ class Load:
     participants: dict
     input: dict
     expected_rows: int | None
+    metrics: dict
+    prepare_error: str | None
     data_interval_start: datetime | None
     data_interval_end: datetime | None
     began_at: datetime
@@ -151,13 +157,26 @@ class TransactionLog:
                 cur.execute("insert into twophase.schema_version values (%s)", (version,))
             return len(MIGRATIONS)
 
-    def begin(self, spec: LoadSpec) -> tuple[Load, bool]:
+    def begin(self, spec: LoadSpec, plan: Callable[[list[Load]], LoadSpec] | None = None) -> tuple[Load, bool]:
         """Write the load's row in state PREPARING, before anything is staged.
 
         Idempotent: a retried begin finds the row and returns it with created=False.
+        For a new load with a data interval, `plan` is called with the pipeline's other
+        loads of the same interval, under a lock that serializes begins of that interval;
+        it returns the spec to log, or raises to refuse the load (nothing is written).
         """
         interval = spec.data_interval or (None, None)
         with self._cursor() as cur:
+            cur.execute("select * from twophase.loads where load_id = %s", (spec.load_id,))
+            row = cur.fetchone()
+            if row is not None:
+                return Load.from_row(row), False
+            if plan is not None and spec.data_interval:
+                cur.execute("select pg_advisory_xact_lock(hashtext('twophase.interval'), hashtext(%s))",
+                            (f"{spec.pipeline} {interval[0]}",))
+                cur.execute("select * from twophase.loads where pipeline = %s and data_interval_start = %s "
+                            "and load_id <> %s order by began_at", (spec.pipeline, interval[0], spec.load_id))
+                spec = plan([Load.from_row(r) for r in cur.fetchall()])
             cur.execute(
                 """insert into twophase.loads (load_id, pipeline, run_id, data_interval_start,
                        data_interval_end, state, participants, input)
@@ -220,10 +239,17 @@ class TransactionLog:
                 changed = True
         return self.get(load_id), changed
 
-    def set_expected_rows(self, load_id: str, rows: int) -> None:
+    def set_expected_rows(self, load_id: str, rows: int, metrics: dict | None = None) -> None:
+        """Spark's row count of the load, and the job's own figures (input lines, rejects...)."""
         with self._cursor() as cur:
-            cur.execute("update twophase.loads set expected_rows = %s, updated_at = now() where load_id = %s",
-                        (rows, load_id))
+            cur.execute("update twophase.loads set expected_rows = %s, metrics = %s, prepare_error = null, "
+                        "updated_at = now() where load_id = %s", (rows, json.dumps(metrics or {}), load_id))
+
+    def record_prepare_error(self, load_id: str, error: str) -> None:
+        """Why the prepare job failed, for the vote's reason and the rollback's log."""
+        with self._cursor() as cur:
+            cur.execute("update twophase.loads set prepare_error = %s, updated_at = now() where load_id = %s",
+                        (error[:4000], load_id))
 
     def record_vote(self, load_id: str, vote: Vote) -> None:
         """Store (or replace, on a retried prepare) a participant's vote."""

@@ -67,6 +67,8 @@ class KafkaTarget:
     staging_retention_ms: int = 7 * 24 * 3600 * 1000
     # The commit copy runs in one transaction; the broker's transaction.max.timeout.ms caps this.
     transaction_timeout_ms: int = 15 * 60 * 1000
+    # Headers added to every record of the load (a replacement load says what it replaces).
+    headers: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
         if not self.staging_topic:
@@ -76,6 +78,9 @@ class KafkaTarget:
                 raise SpecError(f"kafka topic {name!r} must be 1-200 characters of letters, digits, '.', '_', '-'")
         if self.topic == self.staging_topic:
             raise SpecError("the staging topic must differ from the target topic")
+        reserved = [h for h in self.headers if h == "load_id" or h in ("twophase.part", "twophase.attempt")]
+        if reserved:
+            raise SpecError(f"kafka headers {reserved} are reserved for the protocol")
         if self.partitions < 1 or self.replication_factor < 1:
             raise SpecError("kafka partitions and replication_factor must be at least 1")
 

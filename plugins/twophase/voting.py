@@ -8,14 +8,15 @@ checks (the prepared transaction exists, the staged ranges are still there).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Mapping, Protocol
 
 from .votes import Vote
 
 
 class QualityRule(Protocol):
-    def __call__(self, expected_rows: int, votes: dict[str, Vote]) -> str | None:
-        """A reason to abort, or None when the rule holds."""
+    def __call__(self, expected_rows: int, metrics: Mapping[str, float], votes: dict[str, Vote]) -> str | None:
+        """A reason to abort, or None when the rule holds. `metrics` are the figures the
+        Spark job reported with its output (input lines, rejected lines...)."""
 
 
 @dataclass(frozen=True)
@@ -24,14 +25,35 @@ class MinRows:
 
     minimum: int
 
-    def __call__(self, expected_rows: int, votes: dict[str, Vote]) -> str | None:
+    def __call__(self, expected_rows: int, metrics: Mapping[str, float], votes: dict[str, Vote]) -> str | None:
         if expected_rows < self.minimum:
             return f"quality gate: {expected_rows} rows, below the minimum of {self.minimum}"
         return None
 
 
+@dataclass(frozen=True)
+class MaxRejectedShare:
+    """Abort when more than `maximum` (0..1) of the input lines were rejected. Needs the
+    job's metrics `input_lines` and `rejected_lines`; a gate below 1 without them aborts."""
+
+    maximum: float
+
+    def __call__(self, expected_rows: int, metrics: Mapping[str, float], votes: dict[str, Vote]) -> str | None:
+        if self.maximum >= 1:
+            return None
+        if "input_lines" not in metrics or "rejected_lines" not in metrics:
+            return ("quality gate: the job reported no input_lines and rejected_lines, "
+                    f"so the maximum rejected share of {self.maximum:.2%} cannot be checked")
+        total, rejected = metrics["input_lines"], metrics["rejected_lines"]
+        share = rejected / total if total else 0.0
+        if share > self.maximum:
+            return (f"quality gate: {rejected} of {total} input lines rejected ({share:.2%}), "
+                    f"above the maximum of {self.maximum:.2%}")
+        return None
+
+
 def reasons_to_abort(planned: list[str], votes: dict[str, Vote], expected_rows: int | None,
-                     rules: list[QualityRule] = ()) -> list[str]:
+                     rules: list[QualityRule] = (), metrics: Mapping[str, float] | None = None) -> list[str]:
     reasons = []
     for name in planned:
         vote = votes.get(name)
@@ -50,7 +72,7 @@ def reasons_to_abort(planned: list[str], votes: dict[str, Vote], expected_rows: 
                 reasons.append(f"{vote.participant} staged {vote.count}, but Spark computed {expected_rows}")
     if not reasons:
         for rule in rules:
-            reason = rule(expected_rows, votes)
+            reason = rule(expected_rows, metrics or {}, votes)
             if reason:
                 reasons.append(reason)
     return reasons

@@ -1,6 +1,8 @@
 """The vote's pure logic."""
 
-from twophase.voting import MinRows, reasons_to_abort
+import pytest
+
+from twophase.voting import MaxRejectedShare, MinRows, reasons_to_abort
 from twophase.votes import Vote
 
 PLANNED = ["postgres", "kafka"]
@@ -43,3 +45,25 @@ def test_quality_rules_run_only_when_votes_are_sound():
         "quality gate: 10 rows, below the minimum of 11"]
     assert reasons_to_abort(PLANNED, votes(), 10, [MinRows(10)]) == []
     assert reasons_to_abort(PLANNED, votes(pg=(False, 10)), 10, [MinRows(11)]) == ["postgres voted no: pg said no"]
+
+
+@pytest.mark.parametrize("metrics, reason", [
+    ({"input_lines": 100, "rejected_lines": 5}, None),
+    ({"input_lines": 100, "rejected_lines": 6},
+     "quality gate: 6 of 100 input lines rejected (6.00%), above the maximum of 5.00%"),
+    ({"input_lines": 0, "rejected_lines": 0}, None),
+    ({}, "quality gate: the job reported no input_lines and rejected_lines, "
+         "so the maximum rejected share of 5.00% cannot be checked"),
+])
+def test_max_rejected_share(metrics, reason):
+    assert MaxRejectedShare(0.05)(10, metrics, {}) == reason
+
+
+def test_max_rejected_share_of_one_is_off():
+    assert MaxRejectedShare(1.0)(10, {}, {}) is None
+
+
+def test_rules_read_the_jobs_metrics():
+    metrics = {"input_lines": 10, "rejected_lines": 9}
+    assert reasons_to_abort(PLANNED, votes(), 10, [MaxRejectedShare(0.5)], metrics) == [
+        "quality gate: 9 of 10 input lines rejected (90.00%), above the maximum of 50.00%"]

@@ -31,6 +31,7 @@ from ..votes import Vote
 NAME = "kafka"
 H_LOAD, H_PART, H_ATTEMPT = "load_id", "twophase.part", "twophase.attempt"
 _INTERNAL_HEADERS = (H_PART, H_ATTEMPT)
+_FENCE_TIMEOUT_MS = 60_000  # transaction.timeout.ms of abort's fencing producer (below any broker's limit)
 # Same partitioner as Java clients, so keys land where Java producers would put them.
 _PRODUCER_BASE = {"partitioner": "murmur2_random", "compression.type": "lz4", "linger.ms": 20,
                   "batch.size": 1 << 20, "queue.buffering.max.kbytes": 1 << 18}
@@ -94,14 +95,15 @@ def ensure_topics(bootstrap: str, target: KafkaTarget) -> None:
 class PartitionProducer:
     """Executor side: stage one Spark partition's records. Picklable (plain fields only)."""
 
-    def __init__(self, bootstrap: str, staging_topic: str, load_id: str):
+    def __init__(self, bootstrap: str, staging_topic: str, load_id: str, headers: dict[str, str]):
         self.bootstrap, self.staging_topic, self.load_id = bootstrap, staging_topic, load_id
+        self.extra_headers = [(k, v.encode()) for k, v in sorted(headers.items())]
 
     def open(self, part: int, attempt: str) -> None:
         self._producer = Producer({**_PRODUCER_BASE, "bootstrap.servers": self.bootstrap,
                                    "enable.idempotence": True, "acks": "all"})
         self._headers = [(H_LOAD, self.load_id.encode()), (H_PART, str(part).encode()),
-                         (H_ATTEMPT, attempt.encode())]
+                         (H_ATTEMPT, attempt.encode()), *self.extra_headers]
         self.ranges: dict[int, list[int]] = {}  # staging partition -> [first, last, count]
         self.errors: list[str] = []
         self.checksum = 0
@@ -149,7 +151,7 @@ class KafkaParticipant:
 
     def begin(self) -> PartitionProducer:
         ensure_topics(self.bootstrap, self.target)
-        return PartitionProducer(self.bootstrap, self.target.staging_topic, self.load_id)
+        return PartitionProducer(self.bootstrap, self.target.staging_topic, self.load_id, self.target.headers)
 
     # -- pre-commit ---------------------------------------------------------------------
     def pre_commit(self, results: list[dict], expected_records: int) -> Vote:
@@ -288,6 +290,10 @@ class KafkaParticipant:
                     failpoints.hit("kafka.copy_middle")
             producer.poll(0)
         producer.flush(300)
+        # The last batch can cross the deadline too: committing then would race the broker's
+        # abort of the timed-out transaction, so it fails here like any other overrun.
+        if time.monotonic() > deadline:
+            raise _CopyTimedOut(f"copied all {copied} records, but only after the deadline")
         return copied, checksum % (1 << 64)
 
     def _target_missing(self) -> str:
@@ -318,8 +324,10 @@ class KafkaParticipant:
         load still open (crashed commit attempt), and refuses (FAILED) if the copy had
         already committed. Staged records stay in the staging topic, never promoted,
         until its retention deletes them."""
+        # Fencing opens no transaction, so its timeout only has to be one the broker accepts:
+        # a load whose transaction_timeout_ms is above the broker's limit must still roll back.
         producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.copy_id,
-                             "transaction.timeout.ms": self.target.transaction_timeout_ms})
+                             "transaction.timeout.ms": min(self.target.transaction_timeout_ms, _FENCE_TIMEOUT_MS)})
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.copy_id,
                              "enable.auto.commit": False})
         try:

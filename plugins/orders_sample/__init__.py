@@ -1,0 +1,1 @@
+"""Sample data of the example pipeline: daily order events as JSON lines."""

@@ -1,0 +1,1 @@
+"""The participants of a load: Postgres and Kafka."""

@@ -1,0 +1,80 @@
+"""The frame of a prepare job: what runs inside spark-submit around the user's code.
+
+A pipeline's Spark job only computes; this frame stages and votes:
+
+    from twophase.spark_job import Output, run
+
+    def build(spark, spec) -> Output:       # spec: the LoadSpec logged by begin
+        df = ...                              # read spec.input, validate, aggregate
+        return Output(df, metrics={"input_lines": n, "rejected_lines": r})
+
+    if __name__ == "__main__":
+        run(build)
+
+`run` reads `--load-id` from the command line and the servers from the environment
+(TWOPHASE_PG_DSN, TWOPHASE_KAFKA_BOOTSTRAP), calls `build`, stages its DataFrame to
+both participants (coordinator.prepare) and logs the votes. If anything fails, the
+error is written to the transaction log, so the vote and the rollback can say why,
+and the job exits non-zero. It never decides: the vote task does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from . import coordinator
+from .log import TransactionLog
+from .spec import Connections, LoadSpec
+from .states import State
+
+log = logging.getLogger("twophase.prepare")
+
+
+@dataclass
+class Output:
+    """What a job hands to the frame: the rows to load and its own figures."""
+
+    df: object  # pyspark.sql.DataFrame
+    metrics: dict = field(default_factory=dict)
+
+
+def run(build: Callable[[object, LoadSpec], Output], argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(name)s: %(message)s")
+    parser = argparse.ArgumentParser(description="Stage one load (prepare phase of the two-phase commit).")
+    parser.add_argument("--load-id", required=True, help="the load begun by the pipeline's begin task")
+    args = parser.parse_args(argv)
+    conns = Connections.from_env()
+    txlog = TransactionLog(conns.pg_dsn)
+    load = txlog.get(args.load_id)
+    log.info("load %s (state %s): input %s", load.load_id, load.state, load.input)
+    if load.state == State.PREPARED:
+        log.info("already prepared by an earlier attempt; nothing to do")
+        return
+    if load.state != State.PREPARING:
+        raise SystemExit(f"load {load.load_id} is {load.state} ({load.reason}); it can no longer be prepared")
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.appName(f"twophase prepare {load.load_id}")
+             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    try:
+        started = time.monotonic()
+        output = build(spark, load.spec())
+        log.info("job metrics: %s", output.metrics)
+        votes = coordinator.prepare(txlog, conns, load.load_id, output.df, output.metrics)
+        for vote in votes.values():
+            log.info("staged to %s: %d, vote %s%s", vote.participant, vote.count, "yes" if vote.yes else "no",
+                     f" ({vote.reason})" if vote.reason else "")
+        log.info("prepare finished in %.1f s; the load is PREPARED and waits for the vote",
+                 time.monotonic() - started)
+    except Exception as exc:
+        first_line = (str(exc).strip().splitlines() or [""])[0][:500]
+        txlog.record_prepare_error(load.load_id, f"{type(exc).__name__}: {first_line}")
+        log.error("prepare failed: %s: %s", type(exc).__name__, exc)
+        raise
+    finally:
+        spark.stop()

@@ -1,0 +1,106 @@
+"""The DAG factory: a two-phase load as tasks whose graph is the protocol.
+
+    begin -> prepare -> vote -> commit | rollback -> finish
+
+- begin (short-circuit): logs the load; skips everything after it when the day is
+  already committed in append mode (exactly once per day).
+- prepare: spark-submit of the pipeline's job (TwoPhasePrepareOperator).
+- vote (branch, runs even when prepare failed): decides and picks commit or rollback.
+- commit: emits the table and topic Assets, with the load id in the event's extra.
+- rollback: discards what was staged; its log says what and why.
+- finish: fails the run when the load was rolled back.
+
+Use it inside a DAG:
+
+    with DAG("my_load", params=load_params(), schedule="@daily", ...):
+        two_phase_load(config, application="spark_jobs/my_job.py")
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from airflow.sdk import Param, TriggerRule, get_current_context, task
+
+from . import tasks
+from .assets import table_asset, topic_asset
+from .config import LoadConfig
+from .prepare_operator import TwoPhasePrepareOperator
+
+
+def load_params(min_rows: int = 1, max_rejected_share: float = 0.05, mode: str = "append") -> dict[str, Param]:
+    """The trigger form every two-phase load understands: the day, the gates, the mode."""
+    return {
+        "date": Param(None, type=["null", "string"], format="date", title="Data date",
+                      description="The day to load (YYYY-MM-DD). Empty: the run's data interval, "
+                                  "or yesterday for a manual run."),
+        "min_rows": Param(min_rows, type="integer", minimum=0, title="Minimum rows",
+                          description="Quality gate: the vote aborts a load with fewer result rows."),
+        "max_rejected_share": Param(max_rejected_share, type="number", minimum=0, maximum=1,
+                                    title="Maximum rejected share",
+                                    description="Quality gate: the vote aborts when a larger share of input "
+                                                "lines was rejected (0..1; 1 turns the gate off)."),
+        "mode": Param(mode, type="string", enum=["append", "replace"], title="Write mode",
+                      description="append: load the day once (a committed day is not loaded again). "
+                                  "replace: swap the day's rows atomically for the new load's."),
+    }
+
+
+@dataclass(frozen=True)
+class TwoPhaseTasks:
+    begin: object
+    prepare: object
+    vote: object
+    commit: object
+    rollback: object
+    finish: object
+
+
+def two_phase_load(config: LoadConfig, application: str, *, application_args: list[str] | None = None,
+                   spark_conf: dict | None = None, commit_retries: int = 3,
+                   retry_delay: timedelta = timedelta(seconds=30)) -> TwoPhaseTasks:
+    """Add the tasks of one two-phase load to the DAG being defined; returns them."""
+    context_dag_id = _current_dag_id()
+    pipeline = config.pipeline or context_dag_id
+    outlets = [table_asset(config.table, config.pg_conn_id), topic_asset(config.topic, config.kafka_conn_id)]
+
+    @task.short_circuit(task_id="begin", retries=2, retry_delay=retry_delay)
+    def begin() -> bool:
+        return tasks.begin(config, pipeline, get_current_context())
+
+    prepare = TwoPhasePrepareOperator(
+        task_id="prepare", load=config, pipeline=pipeline, application=application,
+        application_args=application_args, conf=spark_conf, name=f"twophase-{pipeline}", retries=0)
+
+    @task(task_id="commit", outlets=outlets, retries=commit_retries, retry_delay=retry_delay)
+    def commit() -> None:
+        tasks.commit(config, pipeline, get_current_context(), outlets)
+
+    @task(task_id="rollback", retries=commit_retries, retry_delay=retry_delay)
+    def rollback() -> None:
+        tasks.rollback(config, pipeline, get_current_context())
+
+    commit_task, rollback_task = commit(), rollback()
+
+    @task.branch(task_id="vote", trigger_rule=TriggerRule.ALL_DONE, retries=2, retry_delay=retry_delay)
+    def vote() -> str:
+        return tasks.vote(config, pipeline, get_current_context(),
+                          commit_task.operator.task_id, rollback_task.operator.task_id)
+
+    @task(task_id="finish", trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
+    def finish() -> None:
+        tasks.finish(config, pipeline, get_current_context())
+
+    begin_task, vote_task, finish_task = begin(), vote(), finish()
+    begin_task >> prepare >> vote_task >> [commit_task, rollback_task] >> finish_task
+    return TwoPhaseTasks(begin_task, prepare, vote_task, commit_task, rollback_task, finish_task)
+
+
+def _current_dag_id() -> str:
+    from airflow.sdk.definitions._internal.contextmanager import DagContext
+
+    dag = DagContext.get_current()
+    if dag is None:
+        raise RuntimeError("two_phase_load() must be called inside a DAG definition (with DAG(...) or @dag)")
+    return dag.dag_id

@@ -1,0 +1,181 @@
+"""What each task of a two-phase load does: one core call, and a log a person can read.
+
+Every function takes the pipeline's LoadConfig and the task's Airflow context, derives
+the load id from the DAG run (retries share it) and is safe to retry.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import closing
+from datetime import date, datetime, time, timedelta, timezone
+
+import psycopg2
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+from twophase import coordinator, ids
+from twophase.log import TransactionLog, UnknownLoad
+from twophase.outcome import Outcome
+from twophase.spec import KafkaTarget, LoadSpec, PostgresTarget, SpecError
+from twophase.states import State
+from twophase.voting import MaxRejectedShare, MinRows
+
+from .config import LoadConfig
+from .connections import from_airflow
+
+log = logging.getLogger("twophase")
+
+
+def load_id(pipeline: str, context) -> str:
+    return ids.load_id_for(pipeline, context["run_id"])
+
+
+def load_day(params: dict, context) -> date:
+    """The day a run loads: the `date` param; else the run's data interval start (a
+    scheduled run loads the day that just ended); else yesterday (UTC)."""
+    if params.get("date"):
+        try:
+            return date.fromisoformat(params["date"])
+        except ValueError:
+            raise AirflowFailException(f"param date {params['date']!r} is not a date like 2026-11-20") from None
+    start = context.get("data_interval_start")
+    if start is not None:
+        return start.astimezone(timezone.utc).date()
+    return datetime.now(timezone.utc).date() - timedelta(days=1)
+
+
+def begin(cfg: LoadConfig, pipeline: str, context) -> bool:
+    """Log the load before anything is staged. False (skip the rest) when the day is
+    already committed and the mode is append: exactly once per day."""
+    params = context["params"]
+    day = load_day(params, context)
+    lid = load_id(pipeline, context)
+    conns = from_airflow(cfg.pg_conn_id, cfg.kafka_conn_id)
+    try:
+        mode = params.get("mode", "append")
+        spec = LoadSpec(
+            load_id=lid, pipeline=pipeline, run_id=context["run_id"],
+            postgres=PostgresTarget(cfg.table, mode, {cfg.day_column: day.isoformat()} if mode == "replace" else {}),
+            kafka=KafkaTarget(cfg.topic, cfg.key_column, partitions=cfg.kafka_partitions),
+            data_interval=(_midnight(day).isoformat(), _midnight(day + timedelta(days=1)).isoformat()),
+            input=cfg.describe_input(day, params, lid),
+        )
+    except SpecError as exc:
+        raise AirflowFailException(f"the load is described wrongly: {exc}") from None
+    if cfg.table_ddl:
+        with closing(psycopg2.connect(conns.pg_dsn)) as conn, conn, conn.cursor() as cur:
+            cur.execute(cfg.table_ddl)
+    try:
+        load = coordinator.begin(TransactionLog(conns.pg_dsn), spec)
+    except coordinator.AlreadyCommitted as exc:
+        log.info("nothing to do: %s", exc)
+        return False
+    except coordinator.IntervalBusy as exc:
+        raise AirflowFailException(f"cannot begin load {lid} for {day}: {exc}") from None
+    log.info("began load %s for %s, mode %s (state %s)", lid, day, mode, load.state)
+    log.info("targets: table %s, topic %s (staging %s)", cfg.table, cfg.topic, spec.kafka.staging_topic)
+    if mode == "replace":
+        replaces = load.spec().kafka.headers.get("twophase.replaces") or "no committed load"
+        log.info("replace mode: the day's rows in %s are swapped atomically at commit; replaces %s", cfg.table, replaces)
+    log.info("input: %s", load.input)
+    return True
+
+
+def vote(cfg: LoadConfig, pipeline: str, context, commit_task: str, rollback_task: str) -> str:
+    """Gather the votes, apply the quality gates, log the decision durably, branch."""
+    lid = load_id(pipeline, context)
+    conns = from_airflow(cfg.pg_conn_id, cfg.kafka_conn_id)
+    txlog = TransactionLog(conns.pg_dsn)
+    try:
+        txlog.get(lid)
+    except UnknownLoad:
+        raise AirflowSkipException(f"no load {lid} was begun (begin failed), so there is nothing to vote on") from None
+    params = context["params"]
+    rules = [MinRows(int(params.get("min_rows", 1))), MaxRejectedShare(float(params.get("max_rejected_share", 1.0)))]
+    load = coordinator.vote(txlog, conns, lid, rules)
+    for v in txlog.votes(lid).values():
+        log.info("vote of %s: %s, %d staged%s; %s", v.participant, "YES" if v.yes else "NO", v.count,
+                 f" ({v.reason})" if v.reason else "", _vote_detail(v.participant, v.detail))
+    if load.expected_rows is not None:
+        log.info("Spark computed %d rows; job metrics: %s", load.expected_rows, load.metrics or "none")
+    log.info("quality gates: min_rows=%s, max_rejected_share=%s", rules[0].minimum, rules[1].maximum)
+    if load.state in (State.COMMITTING, State.COMMITTED):
+        log.info("DECISION: COMMIT (logged durably for load %s)", lid)
+        return commit_task
+    log.warning("DECISION: ABORT (logged durably for load %s): %s", lid, load.reason)
+    return rollback_task
+
+
+def _vote_detail(participant: str, detail: dict) -> str:
+    if participant == "postgres":
+        return f"prepared transaction {detail.get('gid')}"
+    ranges = ", ".join(f"[{p}] {r[0]}..{r[1]}" for p, r in detail.get("ranges", {}).items())
+    return f"staged in {detail.get('staging_topic')} offsets {ranges or 'none'}"
+
+
+def commit(cfg: LoadConfig, pipeline: str, context, assets) -> None:
+    """Phase 2, COMMIT: Kafka's copy, then COMMIT PREPARED; emits the assets."""
+    lid = load_id(pipeline, context)
+    conns = from_airflow(cfg.pg_conn_id, cfg.kafka_conn_id)
+    txlog = TransactionLog(conns.pg_dsn)
+    try:
+        outcomes = coordinator.commit(txlog, conns, lid)
+    except (coordinator.LoadAborted, coordinator.ProtocolViolation) as exc:
+        raise AirflowFailException(str(exc)) from None
+    except coordinator.RetryLater as exc:
+        raise RuntimeError(f"commit of {lid} must be retried: {exc}") from None
+    _log_outcomes("commit", outcomes)
+    load = txlog.get(lid)
+    votes = txlog.votes(lid)
+    log.info("COMMITTED load %s: %s rows in %s, %s records in %s (read_committed consumers see them now)",
+             lid, votes["postgres"].count, cfg.table, votes["kafka"].count, cfg.topic)
+    extra = {"load_id": lid, "rows": votes["postgres"].count, "records": votes["kafka"].count,
+             "data_interval_start": str(load.data_interval_start), "mode": load.spec().postgres.mode}
+    for asset in assets:
+        context["outlet_events"][asset].extra = extra
+
+
+def rollback(cfg: LoadConfig, pipeline: str, context) -> None:
+    """Phase 2, ABORT: discard everything the load staged and say what and why."""
+    lid = load_id(pipeline, context)
+    conns = from_airflow(cfg.pg_conn_id, cfg.kafka_conn_id)
+    txlog = TransactionLog(conns.pg_dsn)
+    before = txlog.get(lid)
+    log.warning("rolling back load %s; reason: %s", lid, before.reason or "prepare did not finish")
+    try:
+        outcomes = coordinator.rollback(txlog, conns, lid, reason="rolled back by the rollback task")
+    except coordinator.ProtocolViolation as exc:
+        raise AirflowFailException(str(exc)) from None
+    except coordinator.RetryLater as exc:
+        raise RuntimeError(f"rollback of {lid} must be retried: {exc}") from None
+    _log_outcomes("rollback", outcomes)
+    votes = txlog.votes(lid)
+    staged = {name: votes[name].count if name in votes else 0 for name in ("postgres", "kafka")}
+    log.warning("ROLLED BACK load %s: discarded %d rows staged for %s and %d records staged in %s; "
+                "nothing reached %s or %s", lid, staged["postgres"], cfg.table, staged["kafka"],
+                before.spec().kafka.staging_topic, cfg.table, cfg.topic)
+    if before.metrics.get("rejected_lines"):
+        log.warning("rejected input lines: %s (by reason: %s); kept in %s", before.metrics["rejected_lines"],
+                    before.metrics.get("rejected_by_reason"), before.input.get("rejects", "the job's rejects folder"))
+    log.info("the input is untouched: %s; fix the cause and trigger the day again", before.input.get("path", before.input))
+
+
+def finish(cfg: LoadConfig, pipeline: str, context) -> None:
+    """Fails the DAG run when the load was rolled back: a rollback never shows as success."""
+    lid = load_id(pipeline, context)
+    load = TransactionLog(from_airflow(cfg.pg_conn_id, cfg.kafka_conn_id).pg_dsn).get(lid)
+    if load.state == State.COMMITTED:
+        log.info("load %s COMMITTED: %s rows; see `python -m twophase show %s`", lid, load.expected_rows, lid)
+        return
+    raise AirflowFailException(f"load {lid} ended {load.state}: {load.reason}")
+
+
+def _log_outcomes(step: str, outcomes: list[Outcome]) -> None:
+    if not outcomes:
+        log.info("%s: an earlier attempt already finished it; nothing changed now", step)
+    for outcome in outcomes:
+        log.info("%s %s", step, outcome.describe())
+
+
+def _midnight(day: date) -> datetime:
+    return datetime.combine(day, time(0), tzinfo=timezone.utc)
