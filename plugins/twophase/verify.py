@@ -76,13 +76,20 @@ def _judge(log, load: Load, pg: int, kafka: int, loads: list[Load]) -> Finding:
 
 
 def _replaced_later(load: Load, loads: list[Load]) -> bool:
-    """A later committed replace of the same table and key range swapped this load's rows out."""
+    """A later committed load swapped this load's rows out: it names this load in its
+    `twophase.replaces` header (begin of a data interval in mode replace), or it is a
+    replace of the same table and key range."""
     mine = load.participants["postgres"]
-    if mine["mode"] != "replace":
-        return False
-    return any(o.state == State.COMMITTED and o.began_at > load.began_at
-               and o.participants["postgres"]["table"] == mine["table"]
-               and o.participants["postgres"]["replace_where"] == mine["replace_where"] for o in loads)
+    for other in loads:
+        if other.state != State.COMMITTED or other.began_at <= load.began_at:
+            continue
+        theirs = other.participants["postgres"]
+        if load.load_id in other.participants["kafka"].get("headers", {}).get("twophase.replaces", "").split(","):
+            return True
+        if (mine["mode"] == theirs["mode"] == "replace" and theirs["table"] == mine["table"]
+                and theirs["replace_where"] == mine["replace_where"]):
+            return True
+    return False
 
 
 def count_table_rows(dsn: str, table: str, load_id: str) -> int:

@@ -1,0 +1,158 @@
+"""The example pipeline end to end: real DAG runs over Spark, Postgres and Kafka.
+
+Each test loads its own fresh day, so runs never meet in the shared table and topic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+
+import psycopg2
+import pytest
+
+from expected import expected_totals
+from orders_sample.generate import generate
+from support import header, read_topic
+from twophase.log import TransactionLog
+from twophase.spec import Connections
+from twophase.verify import verify
+
+TABLE, TOPIC = "analytics.customer_daily_totals", "customer-daily-totals"
+pytestmark = pytest.mark.slow
+
+
+def loads_of_day(pg_dsn, day):
+    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+        cur.execute("select load_id, state, reason from twophase.loads where pipeline = 'orders_daily_totals' "
+                    "and data_interval_start::date = %s order by began_at", (day,))
+        return cur.fetchall()
+
+
+def table_rows(pg_dsn, day):
+    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+        cur.execute("select to_regclass(%s)", (TABLE,))
+        if cur.fetchone()[0] is None:
+            return {}
+        cur.execute(f"select customer_id, orders, revenue, first_order_at, last_order_at, load_id from {TABLE} "
+                    "where day = %s", (day,))
+        return {r[0]: r[1:] for r in cur.fetchall()}
+
+
+def topic_records(kafka_bootstrap, load_ids):
+    return [m for m in read_topic(kafka_bootstrap, TOPIC) if header(m, "load_id") in set(load_ids)]
+
+
+def folder_digest(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        digest.update(path.name.encode() + (path.read_bytes() if path.is_file() else b"/"))
+    return digest.hexdigest()
+
+
+def assert_verified(pg_dsn, kafka_bootstrap, day):
+    """The CLI's independent check passes for every load of the day."""
+    log = TransactionLog(pg_dsn)
+    loads = [log.get(load_id) for load_id, _state, _reason in loads_of_day(pg_dsn, day)]
+    findings = verify(log, Connections(pg_dsn, kafka_bootstrap), loads)
+    assert findings and all(f.ok for f in findings), findings
+
+
+def assert_exact_result(pg_dsn, kafka_bootstrap, folder, day, load_id):
+    expected, _lines, _rejected = expected_totals(folder, day)
+    rows = table_rows(pg_dsn, day)
+    assert set(rows) == set(expected)
+    for customer, t in expected.items():
+        assert rows[customer] == (t.orders, t.revenue, t.first, t.last, load_id), customer
+    records = topic_records(kafka_bootstrap, [load_id])
+    assert len(records) == len(expected)
+    for m in records:
+        value = json.loads(m.value(), parse_float=Decimal)
+        t = expected[m.key().decode()]
+        assert value["customer_id"] == m.key().decode() and value["day"] == day.isoformat()
+        assert (value["orders"], value["revenue"]) == (t.orders, t.revenue)
+        assert datetime.fromisoformat(value["first_order_at"]) == t.first
+        assert datetime.fromisoformat(value["last_order_at"]) == t.last
+
+
+def test_a_day_commits_exactly_on_both_sides(run_dag, orders_data, fresh_day, pg_dsn, kafka_bootstrap):
+    made = generate(orders_data / "landing", fresh_day, 5000, bad_share=0.02)
+    run = run_dag({"date": fresh_day.isoformat(), "max_rejected_share": 0.05})
+    assert run.state == "success", run.output[-4000:]
+    [(load_id, state, _reason)] = loads_of_day(pg_dsn, fresh_day)
+    assert state == "COMMITTED"
+    assert_exact_result(pg_dsn, kafka_bootstrap, made.folder, fresh_day, load_id)
+
+    _expected, lines, rejected = expected_totals(made.folder, fresh_day)
+    assert rejected == made.bad_lines > 0
+    assert f"read {lines} lines from {made.folder}: {lines - rejected} valid, {rejected} rejected" in run.task_log("prepare")
+    assert sum(1 for p in (orders_data / "rejects").rglob("*.json") for _ in p.open()) == rejected
+    assert "DECISION: COMMIT" in run.task_log("vote") and "vote of kafka: YES" in run.task_log("vote")
+    assert f"COMMITTED load {load_id}" in run.task_log("commit")
+    assert_verified(pg_dsn, kafka_bootstrap, fresh_day)
+
+
+def test_quality_gate_rolls_back_and_fails_the_run(run_dag, orders_data, fresh_day, pg_dsn, kafka_bootstrap):
+    made = generate(orders_data / "landing", fresh_day, 3000, bad_share=0.10)
+    before = folder_digest(made.folder)
+    run = run_dag({"date": fresh_day.isoformat(), "max_rejected_share": 0.05})
+    assert run.state == "failed"
+    [(load_id, state, reason)] = loads_of_day(pg_dsn, fresh_day)
+    assert state == "ABORTED" and "input lines rejected" in reason and "above the maximum of 5.00%" in reason
+    assert table_rows(pg_dsn, fresh_day) == {}
+    assert topic_records(kafka_bootstrap, [load_id]) == []
+    assert folder_digest(made.folder) == before, "the input must be untouched"
+    rollback = run.task_log("rollback")
+    assert f"ROLLED BACK load {load_id}" in rollback and "input lines rejected" in rollback
+    assert "rollback postgres: done" in rollback and "rollback kafka: done" in rollback
+    assert f"load {load_id} ended ABORTED" in run.task_log("finish")
+    assert_verified(pg_dsn, kafka_bootstrap, fresh_day)
+
+
+def test_missing_input_folder_fails_prepare_and_rolls_back(run_dag, orders_data, fresh_day, pg_dsn, kafka_bootstrap):
+    run = run_dag({"date": fresh_day.isoformat()})
+    assert run.state == "failed"
+    missing = orders_data / "landing" / f"date={fresh_day.isoformat()}"
+    assert f"input folder {missing} does not exist" in run.task_log("prepare")
+    [(load_id, state, reason)] = loads_of_day(pg_dsn, fresh_day)
+    assert state == "ABORTED" and reason.startswith("prepare failed: FileNotFoundError: input folder") and str(missing) in reason
+    assert "ROLLED BACK" in run.task_log("rollback")
+    assert table_rows(pg_dsn, fresh_day) == {} and topic_records(kafka_bootstrap, [load_id]) == []
+
+
+def test_empty_input_is_said_and_gated(run_dag, orders_data, fresh_day, pg_dsn):
+    generate(orders_data / "landing", fresh_day, 0)
+    run = run_dag({"date": fresh_day.isoformat()})
+    assert run.state == "failed"
+    assert "holds no order lines: the load has 0 rows" in run.task_log("prepare")
+    [(_load_id, state, reason)] = loads_of_day(pg_dsn, fresh_day)
+    assert state == "ABORTED" and reason == "quality gate: 0 rows, below the minimum of 1"
+
+
+def test_a_committed_day_loads_once_and_replace_swaps_it(run_dag, orders_data, fresh_day, pg_dsn, kafka_bootstrap):
+    landing = orders_data / "landing"
+    generate(landing, fresh_day, 2000, bad_share=0.0)
+    assert run_dag({"date": fresh_day.isoformat()}).state == "success"
+    [(first_id, _state, _reason)] = loads_of_day(pg_dsn, fresh_day)
+    rows_before = table_rows(pg_dsn, fresh_day)
+
+    again = run_dag({"date": fresh_day.isoformat()})
+    assert again.state == "success"
+    assert f"was already committed by load {first_id}" in again.task_log("begin")
+    assert "[DAG TEST] starting task_id=prepare" not in again.output
+    assert len(loads_of_day(pg_dsn, fresh_day)) == 1 and table_rows(pg_dsn, fresh_day) == rows_before
+    assert len(topic_records(kafka_bootstrap, [first_id])) == len(rows_before)
+
+    made = generate(landing, fresh_day, 3000, bad_share=0.0, customers=150)
+    replaced = run_dag({"date": fresh_day.isoformat(), "mode": "replace"})
+    assert replaced.state == "success", replaced.output[-4000:]
+    (_, s1, _), (second_id, s2, _) = loads_of_day(pg_dsn, fresh_day)
+    assert (s1, s2) == ("COMMITTED", "COMMITTED")
+    assert_exact_result(pg_dsn, kafka_bootstrap, made.folder, fresh_day, second_id)
+    records = topic_records(kafka_bootstrap, [second_id])
+    assert {(header(m, "twophase.mode"), header(m, "twophase.replaces")) for m in records} == {("replace", first_id)}
+    assert "replaces " + first_id in replaced.task_log("begin")
+    assert_verified(pg_dsn, kafka_bootstrap, fresh_day)
