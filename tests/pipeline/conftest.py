@@ -23,6 +23,7 @@ DAG_ID = "orders_daily_totals"
 
 @dataclass
 class DagRun:
+    run_id: str
     state: str
     output: str
 
@@ -48,9 +49,9 @@ def run_dag(orders_data):
         proc = subprocess.run([str(airflow), "dags", "test", dag_id, "-c", json.dumps(conf)],
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
         output = proc.stdout + proc.stderr
-        finished = re.findall(r"DagRun Finished: .*? state=(\w+)", output)
+        finished = re.findall(r"DagRun Finished: .*? run_id=(\S+), .*? state=(\w+)", output)
         assert finished, f"the DAG run did not finish (exit {proc.returncode}):\n{output[-4000:]}"
-        return DagRun(finished[-1], output)
+        return DagRun(*finished[-1], output)
     return run
 
 

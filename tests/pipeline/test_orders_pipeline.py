@@ -13,7 +13,9 @@ from pathlib import Path
 
 import psycopg2
 import pytest
+from psycopg2.extensions import parse_dsn
 
+from airflow_db import asset_events, clear_queue, queued_assets
 from expected import expected_totals
 from orders_sample.generate import generate
 from support import header, read_topic
@@ -80,11 +82,18 @@ def assert_exact_result(pg_dsn, kafka_bootstrap, folder, day, load_id):
 
 def test_a_day_commits_exactly_on_both_sides(run_dag, orders_data, fresh_day, pg_dsn, kafka_bootstrap):
     made = generate(orders_data / "landing", fresh_day, 5000, bad_share=0.02)
+    clear_queue()
     run = run_dag({"date": fresh_day.isoformat(), "max_rejected_share": 0.05})
     assert run.state == "success", run.output[-4000:]
     [(load_id, state, _reason)] = loads_of_day(pg_dsn, fresh_day)
     assert state == "COMMITTED"
     assert_exact_result(pg_dsn, kafka_bootstrap, made.folder, fresh_day, load_id)
+
+    # The commit emitted both assets with the load id, so the downstream DAG is due.
+    events = asset_events(run.run_id)
+    assert set(events) == {"postgres:" + TABLE, "kafka:" + TOPIC}
+    assert {e["load_id"] for e in events.values()} == {load_id}
+    assert queued_assets() == {"postgres:" + TABLE, "kafka:" + TOPIC}
 
     _expected, lines, rejected = expected_totals(made.folder, fresh_day)
     assert rejected == made.bad_lines > 0
@@ -92,14 +101,17 @@ def test_a_day_commits_exactly_on_both_sides(run_dag, orders_data, fresh_day, pg
     assert sum(1 for p in (orders_data / "rejects").rglob("*.json") for _ in p.open()) == rejected
     assert "DECISION: COMMIT" in run.task_log("vote") and "vote of kafka: YES" in run.task_log("vote")
     assert f"COMMITTED load {load_id}" in run.task_log("commit")
+    assert parse_dsn(pg_dsn)["password"] not in run.output, "the Postgres password leaked into a log"
     assert_verified(pg_dsn, kafka_bootstrap, fresh_day)
 
 
 def test_quality_gate_rolls_back_and_fails_the_run(run_dag, orders_data, fresh_day, pg_dsn, kafka_bootstrap):
     made = generate(orders_data / "landing", fresh_day, 3000, bad_share=0.10)
     before = folder_digest(made.folder)
+    clear_queue()
     run = run_dag({"date": fresh_day.isoformat(), "max_rejected_share": 0.05})
     assert run.state == "failed"
+    assert asset_events(run.run_id) == {} and queued_assets() == set(), "a rollback emits no asset event"
     [(load_id, state, reason)] = loads_of_day(pg_dsn, fresh_day)
     assert state == "ABORTED" and "input lines rejected" in reason and "above the maximum of 5.00%" in reason
     assert table_rows(pg_dsn, fresh_day) == {}
