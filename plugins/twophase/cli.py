@@ -26,6 +26,7 @@ def _summary(log: TransactionLog, load: Load) -> dict:
     return {
         "load_id": load.load_id, "pipeline": load.pipeline, "run_id": load.run_id, "state": load.state.value,
         "decision": load.decision, "reason": load.reason,
+        "data_interval_start": load.data_interval_start.isoformat() if load.data_interval_start else None,
         "rows": votes["postgres"].count if "postgres" in votes else None,
         "records": votes["kafka"].count if "kafka" in votes else None,
         "began_at": load.began_at.isoformat(),
@@ -64,7 +65,7 @@ def cmd_show(log, conns, args) -> int:
         return 1
     print(json.dumps({
         **_summary(log, load), "participants": load.participants, "input": load.input,
-        "expected_rows": load.expected_rows,
+        "expected_rows": load.expected_rows, "metrics": load.metrics, "prepare_error": load.prepare_error,
         "votes": {name: v.to_json() for name, v in log.votes(load.load_id).items()},
         "history": [{"from": t.from_state, "to": t.to_state, "reason": t.reason, "at": t.at.isoformat()}
                     for t in log.history(load.load_id)],

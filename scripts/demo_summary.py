@@ -1,0 +1,53 @@
+"""Prints what a demo DAG run did: the load, its state and reason, rows and records on
+each side (counted independently of the log), rejects, and where to look next.
+
+Usage: demo_summary.py DAG_RUN_LOG DAY
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from twophase.log import TransactionLog
+from twophase.spec import Connections
+from twophase.verify import count_table_rows, count_topic_by_load
+
+
+def main(run_log: Path, day: str) -> int:
+    text = run_log.read_text(errors="replace")
+    finished = re.findall(r"DagRun Finished: .*? run_id=(\S+), .*? state=(\w+)", text)
+    if not finished:
+        print(f"  the DAG run did not finish; see {run_log}")
+        return 1
+    run_id, run_state = finished[-1]
+    conns = Connections.from_env()
+    log = TransactionLog(conns.pg_dsn)
+    loads = [x for x in log.recent(200, "orders_daily_totals") if x.run_id == run_id]
+    print(f"  DAG run   {run_id}: {run_state}")
+    if not loads:
+        said = re.search(r"nothing to do: (.*?) \[twophase\]", text)
+        print(f"  no new load: {said.group(1) if said else 'begin skipped the load'}")
+        return 0
+    load = loads[0]
+    spec = load.spec()
+    rows = count_table_rows(conns.pg_dsn, spec.postgres.table, load.load_id)
+    records = count_topic_by_load(conns.kafka_bootstrap, spec.kafka.topic)[load.load_id]
+    print(f"  load      {load.load_id}")
+    print(f"  state     {load.state}" + (f": {load.reason}" if load.reason else ""))
+    print(f"  input     {load.metrics.get('input_lines', '-')} lines for {day}, "
+          f"{load.metrics.get('rejected_lines', '-')} rejected (kept in {load.input.get('rejects')})")
+    print(f"  postgres  {rows} rows of this load visible in {spec.postgres.table} (staged {load.expected_rows})")
+    print(f"  kafka     {records} records of this load readable (read_committed) in {spec.kafka.topic}")
+    print()
+    print("  look next:")
+    print(f"    python -m twophase show {load.load_id}")
+    print("    python -m twophase status          # recent loads; verify checks every invariant")
+    print(f"    psql \"$TWOPHASE_PG_DSN\" -c \"select * from {spec.postgres.table} where day = '{day}' limit 5\"")
+    print(f"    task logs of the run: {run_log}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1]), sys.argv[2]))
