@@ -12,6 +12,7 @@ lost data the protocol could not protect; the load is VIOLATED).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 
 from . import failpoints
@@ -179,7 +180,7 @@ def commit(log: TransactionLog, conns: Connections, load_id: str) -> list[Outcom
         raise StateConflict(load_id, load.state, [State.COMMITTING])
     votes = log.votes(load_id)
     parts = Participants.of(load.spec(), conns)
-    kafka = parts.kafka.commit(votes["kafka"])
+    kafka = _timed(parts.kafka.commit, votes["kafka"])
     if kafka.kind == Kind.RETRY_LATER:
         raise RetryLater(kafka.describe())
     if kafka.kind == Kind.FAILED:
@@ -188,7 +189,7 @@ def commit(log: TransactionLog, conns: Connections, load_id: str) -> list[Outcom
         outcomes = rollback(log, conns, load_id)
         raise LoadAborted(f"load {load_id} ABORTED: {reason}; rollback: "
                           + "; ".join(o.describe() for o in outcomes))
-    postgres = parts.postgres.commit()
+    postgres = _timed(parts.postgres.commit)
     if postgres.kind == Kind.RETRY_LATER:
         raise RetryLater(postgres.describe())
     if postgres.kind == Kind.FAILED:
@@ -214,9 +215,9 @@ def rollback(log: TransactionLog, conns: Connections, load_id: str, reason: str 
         raise StateConflict(load_id, load.state, [State.PREPARING, State.PREPARED, State.ABORTING])
     votes = log.votes(load_id)
     parts = Participants.of(load.spec(), conns)
-    outcomes = [parts.kafka.abort(votes.get("kafka"))]
+    outcomes = [_timed(parts.kafka.abort, votes.get("kafka"))]
     failpoints.hit("rollback.middle")
-    outcomes.append(parts.postgres.abort(votes.get("postgres")))
+    outcomes.append(_timed(parts.postgres.abort, votes.get("postgres")))
     for outcome in outcomes:
         if outcome.kind == Kind.RETRY_LATER:
             raise RetryLater(outcome.describe())
@@ -228,3 +229,8 @@ def rollback(log: TransactionLog, conns: Connections, load_id: str, reason: str 
     log.transition(load_id, State.ABORTED)
     return outcomes
 
+
+def _timed(call, *args) -> Outcome:
+    started = time.perf_counter()
+    outcome = call(*args)
+    return replace(outcome, seconds=time.perf_counter() - started)

@@ -19,6 +19,7 @@ class Outcome:
     kind: Kind
     reason: str = ""
     counts: dict = field(default_factory=dict)
+    seconds: float | None = None   # how long the call took, set by the coordinator
 
     @property
     def ok(self) -> bool:
@@ -26,5 +27,6 @@ class Outcome:
 
     def describe(self) -> str:
         counts = ", ".join(f"{k}={v}" for k, v in self.counts.items())
-        parts = [f"{self.participant}: {self.kind.value}", counts, self.reason]
+        took = f"in {self.seconds:.3f} s" if self.seconds is not None else ""
+        parts = [f"{self.participant}: {self.kind.value}", counts, took, self.reason]
         return "; ".join(p for p in parts if p)

@@ -99,6 +99,8 @@ def vote(cfg: LoadConfig, pipeline: str, context, commit_task: str, rollback_tas
     if load.expected_rows is not None:
         log.info("Spark computed %d rows; job metrics: %s", load.expected_rows, load.metrics or "none")
     log.info("quality gates: min_rows=%s, max_rejected_share=%s", rules[0].minimum, rules[1].maximum)
+    if load.state == State.VIOLATED:
+        raise AirflowFailException(f"load {lid} is VIOLATED: {load.reason}")
     if load.state in (State.COMMITTING, State.COMMITTED):
         log.info("DECISION: COMMIT (logged durably for load %s)", lid)
         return commit_task

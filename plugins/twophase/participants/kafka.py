@@ -214,7 +214,10 @@ class KafkaParticipant:
                 producer.init_transactions(60)  # fences and aborts a crashed earlier copy
             except KafkaException as exc:
                 if exc.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT:
-                    return Outcome(NAME, Kind.FAILED, self._timeout_advice("is above the broker's limit"))
+                    return Outcome(NAME, Kind.FAILED, (
+                        f"the commit copy's transaction.timeout.ms ({self.target.transaction_timeout_ms} ms) is above "
+                        "the broker's transaction.max.timeout.ms; nothing was copied. Lower "
+                        "KafkaTarget.transaction_timeout_ms, or raise the broker's transaction.max.timeout.ms."))
                 raise
             if self._copy_committed(consumer, detail["staging_topic"], ranges):
                 return Outcome(NAME, Kind.ALREADY_DONE, counts={"records": vote.count})
@@ -248,7 +251,12 @@ class KafkaParticipant:
                     producer.abort_transaction(60)
                 except KafkaException:
                     pass
-            if "timed out" in err.str().lower() and "transaction" in err.str().lower():
+            # The broker aborted the transaction because it outlived its timeout: for good.
+            # A client-side _TIMED_OUT (retriable) leaves the outcome unknown: retry, and the
+            # next attempt learns from the committed offsets whether the copy went through.
+            expired = (not err.retriable() and err.code() != KafkaError._TIMED_OUT
+                       and "timed out" in err.str().lower() and "transaction" in err.str().lower())
+            if expired:
                 return Outcome(NAME, Kind.FAILED, self._timeout_advice(f"expired: {err.str()}"))
             return Outcome(NAME, Kind.RETRY_LATER, f"Kafka: {err.str()}")
         finally:
@@ -264,7 +272,8 @@ class KafkaParticipant:
         while pending:
             if time.monotonic() > deadline:
                 raise _CopyTimedOut(f"copied {copied} of {expected} records before the deadline")
-            for msg in consumer.consume(num_messages=10000, timeout=1.0):
+            # A short timeout: the last partial batch must not wait a whole second.
+            for msg in consumer.consume(num_messages=10000, timeout=0.1):
                 if msg.error() is not None:
                     raise KafkaException(msg.error())
                 p, offset = msg.partition(), msg.offset()
