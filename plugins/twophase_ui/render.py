@@ -1,0 +1,181 @@
+"""The Transactions page's HTML: server-rendered, every value from the log escaped."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from html import escape
+from typing import Callable, Iterable
+
+from twophase.states import State
+
+from .links import dag_run_url
+from .queries import LoadDetail, LoadRow, seconds
+
+_CSS = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 16px; color: #1a202c; }
+h1 { font-size: 20px; margin: 0 0 12px; } h2 { font-size: 16px; margin: 20px 0 8px; }
+table { border-collapse: collapse; width: 100%; }
+th, td { border-bottom: 1px solid #e2e8f0; padding: 4px 8px; text-align: left; vertical-align: top; }
+th { background: #f7fafc; font-weight: 600; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.ts { font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.id { font-family: ui-monospace, monospace; font-size: 12px; min-width: 19em; overflow-wrap: anywhere; }
+td.id .run { display: block; margin-top: 2px; color: #4a5568; }
+td.reason { min-width: 12em; overflow-wrap: anywhere; }
+td.began { font-variant-numeric: tabular-nums; min-width: 6.5em; }
+.scroll { overflow-x: auto; }
+pre { background: #f7fafc; border: 1px solid #e2e8f0; padding: 8px; overflow-x: auto; white-space: pre-wrap; margin: 0; }
+.state { font-weight: 600; white-space: nowrap; }
+.COMMITTED { color: #2f855a; } .ABORTED { color: #718096; } .VIOLATED { color: #c53030; }
+.PREPARING, .PREPARED, .COMMITTING, .ABORTING { color: #b7791f; }
+.yes { color: #2f855a; font-weight: 600; } .no { color: #c53030; font-weight: 600; }
+form.filters { margin: 0 0 12px; display: flex; gap: 12px; align-items: end; flex-wrap: wrap; }
+form.filters label { display: flex; flex-direction: column; font-size: 12px; color: #4a5568; }
+dl.summary { display: grid; grid-template-columns: max-content auto; gap: 2px 16px; margin: 0; }
+dl.summary dt { color: #4a5568; } dl.summary dd { margin: 0; }
+.muted { color: #718096; }
+"""
+
+# Inside Airflow the page is an iframe sandboxed without top navigation: a link to a DAG
+# run then asks the Airflow UI (same origin) to route to it; anywhere else it is a link.
+_SCRIPT = """
+document.addEventListener("click", function (ev) {
+  var a = ev.target.closest ? ev.target.closest("a[data-airflow-ui]") : null;
+  if (!a || window.top === window || ev.button !== 0 || ev.metaKey || ev.ctrlKey || ev.shiftKey) return;
+  try {
+    window.top.history.pushState(null, "", a.getAttribute("href"));
+    window.top.dispatchEvent(new PopStateEvent("popstate", {state: null}));
+    ev.preventDefault();
+  } catch (e) { /* not allowed: the link opens in this frame */ }
+});
+"""
+
+
+def e(value) -> str:
+    return escape("" if value is None else str(value))
+
+
+def when(value: datetime | None) -> str:
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") if value else ""
+
+
+def duration(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} s"
+
+
+def count(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _json(value) -> str:
+    return f"<pre>{e(json.dumps(value, indent=2, sort_keys=True, default=str))}</pre>"
+
+
+def page(title: str, body: str) -> str:
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<style>{_CSS}</style></head><body>{body}<script>{_SCRIPT}</script></body></html>")
+
+
+def message_page(title: str, message: str, link: tuple[str, str] | None = None) -> str:
+    extra = f'<p><a href="{e(link[0])}">{e(link[1])}</a></p>' if link else ""
+    return page(title, f"<h1>{e(title)}</h1><p>{e(message)}</p>{extra}")
+
+
+def _run_link(pipeline: str, run_id: str) -> str:
+    return f'<a data-airflow-ui href="{e(dag_run_url(pipeline, run_id))}">{e(run_id)}</a>'
+
+
+def _state(state: str) -> str:
+    return f'<span class="state {e(state)}">{e(state)}</span>'
+
+
+def _options(values: Iterable[str], selected: str | None, any_label: str) -> str:
+    items = [f'<option value="">{e(any_label)}</option>']
+    items += [f'<option value="{e(v)}"{" selected" if v == selected else ""}>{e(v)}</option>' for v in values]
+    return "".join(items)
+
+
+def list_page(rows: list[LoadRow], *, detail_url: Callable[[str], str], pipelines: list[str],
+              pipeline: str | None, state: str | None, limit: int) -> str:
+    filters = (
+        '<form class="filters" method="get">'
+        f'<label>Pipeline<select name="pipeline">{_options(pipelines, pipeline, "all")}</select></label>'
+        f'<label>State<select name="state">{_options([s.value for s in State], state, "all")}</select></label>'
+        f'<label>Newest<input type="number" name="limit" min="1" value="{limit}" style="width:6em"></label>'
+        '<button type="submit">Show</button></form>'
+    )
+    head = ("<tr><th>Began</th><th>Load / DAG run</th><th>Pipeline</th><th>State</th><th>Decision</th>"
+            "<th>Postgres rows</th><th>Kafka records</th><th>Prepare</th><th>Vote</th><th>Phase 2</th>"
+            "<th>Reason</th></tr>")
+    body = "".join(
+        "<tr>"
+        f'<td class="began">{e(when(r.began_at))}</td>'
+        f'<td class="id"><a href="{e(detail_url(r.load_id))}">{e(r.load_id)}</a>'
+        f'<span class="run">run {_run_link(r.pipeline, r.run_id)}</span></td>'
+        f"<td>{e(r.pipeline)}</td>"
+        f"<td>{_state(r.state)}</td><td>{e(r.decision)}</td>"
+        f'<td class="num">{count(r.rows)}</td><td class="num">{count(r.records)}</td>'
+        f'<td class="num">{duration(r.prepare_s)}</td><td class="num">{duration(r.vote_s)}</td>'
+        f'<td class="num">{duration(r.phase2_s)}</td>'
+        f'<td class="reason">{e(r.reason)}</td>'
+        "</tr>"
+        for r in rows
+    )
+    shown = (f'<p class="muted">{len(rows)} loads, newest first'
+             f'{" (the newest " + str(limit) + ")" if len(rows) == limit else ""}.</p>')
+    table = f'<div class="scroll"><table>{head}{body}</table></div>' if rows else '<p class="muted">No loads in the transaction log match.</p>'
+    return page("Transactions", f"<h1>Transactions</h1>{filters}{shown if rows else ''}{table}")
+
+
+def detail_page(detail: LoadDetail, *, list_url: str) -> str:
+    load, votes, history = detail.load, detail.votes, detail.history
+    rows = votes.get("postgres")
+    records = votes.get("kafka")
+    summary = [
+        ("Load", e(load.load_id)),
+        ("Pipeline", e(load.pipeline)),
+        ("DAG run", _run_link(load.pipeline, load.run_id)),
+        ("State", _state(load.state.value)),
+        ("Decision", e(load.decision) or "-"),
+        ("Reason", e(load.reason) or "-"),
+        ("Data interval", f"{e(when(load.data_interval_start))} – {e(when(load.data_interval_end))}"
+         if load.data_interval_start else "-"),
+        ("Spark rows", count(load.expected_rows)),
+        ("Postgres rows", count(rows.count if rows else None)),
+        ("Kafka records", count(records.count if records else None)),
+        ("Began", e(when(load.began_at))),
+        ("Prepared", e(when(load.prepared_at)) or "-"),
+        ("Decided", e(when(load.decided_at)) or "-"),
+        ("Finished", e(when(load.finished_at)) or "-"),
+        ("Phase timings", f"prepare {duration(seconds(load.began_at, load.prepared_at))}, "
+                          f"vote {duration(seconds(load.prepared_at, load.decided_at))}, "
+                          f"phase 2 {duration(seconds(load.decided_at, load.finished_at))}"),
+    ]
+    dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in summary)
+    vote_rows = "".join(
+        f"<tr><td>{e(v.participant)}</td><td class=\"{'yes' if v.yes else 'no'}\">{'yes' if v.yes else 'no'}</td>"
+        f'<td class="num">{count(v.count)}</td><td>{e(v.reason)}</td><td>{_json(v.detail)}</td></tr>'
+        for v in votes.values()
+    )
+    votes_html = (f"<table><tr><th>Participant</th><th>Vote</th><th>Count</th><th>Reason</th><th>Detail</th></tr>"
+                  f"{vote_rows}</table>" if votes else '<p class="muted">No votes yet.</p>')
+    history_rows = "".join(
+        f"<tr><td>{e(t.from_state) or '-'}</td><td>{_state(t.to_state)}</td><td>{e(t.reason)}</td>"
+        f'<td class="ts">{e(when(t.at))}</td></tr>'
+        for t in history
+    )
+    history_html = (f"<table><tr><th>From</th><th>To</th><th>Reason</th><th>At</th></tr>{history_rows}</table>")
+    prepare_error = f"<pre>{e(load.prepare_error)}</pre>" if load.prepare_error else '<p class="muted">None.</p>'
+    body = (
+        f'<p><a href="{e(list_url)}">← Transactions</a></p>'
+        f"<h1>Load {e(load.load_id)}</h1><dl class=\"summary\">{dl}</dl>"
+        f"<h2>Votes</h2>{votes_html}"
+        f"<h2>History</h2>{history_html}"
+        f"<h2>Metrics</h2>{_json(load.metrics)}"
+        f"<h2>Prepare error</h2>{prepare_error}"
+        f"<h2>Input</h2>{_json(load.input)}"
+        f"<h2>Participants</h2>{_json(load.participants)}"
+    )
+    return page(f"Load {load.load_id}", body)

@@ -1,0 +1,219 @@
+"""The Transactions page (plugins/twophase_ui) against the stack's real Postgres and Airflow.
+
+Loads are made with the core: one PREPARED with both participants' votes (rolled back at
+the end, so nothing stays in doubt) and one rolled back to ABORTED with a reason full of
+HTML. Tokens are minted by Airflow's own auth manager with the stack's JWT secret.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import pytest
+from fastapi.testclient import TestClient
+
+from support import make_spec
+from twophase import coordinator
+from twophase.log import TransactionLog
+from twophase.spec import Connections
+from twophase.states import State
+from twophase.votes import Vote
+
+ROLLBACK_REASON = 'quality gate: <b>12%</b> of lines rejected & "too many" > 5%'
+OPEN_RUN = "manual__2026-11-20T01:02:03.456789+00:00"
+ABORTED_RUN = "scheduled__2026-11-19T00:00:00+00:00"
+
+
+@pytest.fixture(scope="module")
+def jwt_secret() -> None:
+    """Without the stack's secret Airflow would sign and check with a random one of this
+    process, and the tests would prove nothing about the configured login."""
+    import os
+
+    if not os.environ.get("AIRFLOW__API_AUTH__JWT_SECRET"):
+        pytest.fail('AIRFLOW__API_AUTH__JWT_SECRET is not set: eval "$(scripts/stack env)" first')
+
+
+@pytest.fixture(scope="module")
+def pipeline() -> str:
+    return f"ui_tests_{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def loads(pg_dsn, kafka_bootstrap, pipeline):
+    log = TransactionLog(pg_dsn)
+    conns = Connections(pg_dsn, kafka_bootstrap)
+    # Neither table nor topics are created: nothing is staged, so rollback has nothing to discard.
+    target = {"table": f"ui_tests.{pipeline}", "topic": pipeline.replace("_", "-")}
+    prepared = make_spec(target, run_id=OPEN_RUN, pipeline=pipeline)
+    aborted = make_spec(target, run_id=ABORTED_RUN, pipeline=pipeline)
+    coordinator.begin(log, aborted)
+    coordinator.rollback(log, conns, aborted.load_id, reason=ROLLBACK_REASON)
+    coordinator.begin(log, prepared)
+    log.record_vote(prepared.load_id, Vote("postgres", True, 1234, {"gid": "twophase:" + prepared.load_id}))
+    log.record_vote(prepared.load_id, Vote("kafka", True, 1234, {"ranges": {}, "attempts": ["a1"]}))
+    log.set_expected_rows(prepared.load_id, 1234, {"input_lines": 1300, "rejected_lines": 66})
+    log.transition(prepared.load_id, State.PREPARED)
+    yield {"prepared": prepared.load_id, "aborted": aborted.load_id}
+    coordinator.rollback(log, conns, prepared.load_id, reason="tests/ui: finished")
+    assert log.get(prepared.load_id).state == State.ABORTED
+
+
+def _mint(role: str | None = "viewer", **kwargs) -> str:
+    from airflow.api_fastapi.app import create_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    return create_auth_manager().generate_jwt(SimpleAuthManagerUser(username="ui-test", role=role), **kwargs)
+
+
+@pytest.fixture(scope="module")
+def client(jwt_secret) -> TestClient:
+    from twophase_ui.app import app
+
+    return TestClient(app)
+
+
+@pytest.fixture(scope="module")
+def token(jwt_secret) -> str:
+    from airflow.api_fastapi.app import create_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
+
+    assert isinstance(create_auth_manager(), SimpleAuthManager), "the stack configures SimpleAuthManager"
+    return _mint()
+
+
+def _bearer(token: str) -> dict:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_list_shows_loads_newest_first_with_states_reasons_counts(client, token, loads, pipeline):
+    resp = client.get("/api/loads", params={"pipeline": pipeline}, headers=_bearer(token))
+    assert resp.status_code == 200, resp.text
+    listed = resp.json()
+    assert [s["load_id"] for s in listed] == [loads["prepared"], loads["aborted"]]  # newest first
+    prepared, aborted = listed
+    assert (prepared["state"], prepared["decision"], prepared["rows"], prepared["records"]) == \
+        ("PREPARED", None, 1234, 1234)
+    assert prepared["prepare_s"] is not None and prepared["vote_s"] is None
+    assert (aborted["state"], aborted["decision"], aborted["reason"]) == ("ABORTED", "ABORT", ROLLBACK_REASON)
+    assert aborted["rows"] is None and aborted["records"] is None  # it never voted
+    assert aborted["vote_s"] is None and aborted["phase2_s"] is not None  # decided before prepare: no vote phase
+    assert aborted["dag_run_url"] == f"/dags/{pipeline}/runs/{ABORTED_RUN}"
+
+    only_aborted = client.get("/api/loads", params={"pipeline": pipeline, "state": "ABORTED"},
+                              headers=_bearer(token)).json()
+    assert [s["load_id"] for s in only_aborted] == [loads["aborted"]]
+    assert client.get("/api/loads", params={"state": "BOGUS"}, headers=_bearer(token)).status_code == 400
+    assert len(client.get("/api/loads", params={"limit": 1}, headers=_bearer(token)).json()) == 1
+
+
+def test_html_list_escapes_and_links_the_dag_run(client, token, loads, pipeline):
+    client.cookies.set("_token", token)  # the cookie the Airflow UI holds after login
+    try:
+        resp = client.get("/", params={"pipeline": pipeline})
+    finally:
+        client.cookies.clear()
+    assert resp.status_code == 200, resp.text
+    page = resp.text
+    assert page.index(loads["prepared"]) < page.index(loads["aborted"])
+    assert "quality gate: &lt;b&gt;12%&lt;/b&gt; of lines rejected &amp; &quot;too many&quot; &gt; 5%" in page
+    assert "<b>12%</b>" not in page
+    assert f'href="/dags/{pipeline}/runs/{OPEN_RUN}"' in page
+    assert f'href="/loads/{loads["aborted"]}"' in page
+    rows = re.findall(r"<tr>.*?</tr>", page)
+    prepared_row = next(r for r in rows if loads["prepared"] in r)
+    aborted_row = next(r for r in rows if loads["aborted"] in r)
+    assert "PREPARED" in prepared_row and "1,234" in prepared_row
+    assert "ABORTED" in aborted_row and "ABORT" in aborted_row
+
+
+def test_detail_page_shows_votes_history_metrics(client, token, loads, pipeline):
+    page = client.get(f"/loads/{loads['aborted']}", headers=_bearer(token))
+    assert page.status_code == 200, page.text
+    history = re.findall(r"<tr><td>([^<]*)</td><td><span class=\"state \w+\">(\w+)</span></td><td>([^<]*)</td>",
+                         page.text)
+    assert history == [("-", "PREPARING", ""),
+                       ("PREPARING", "ABORTING", "quality gate: &lt;b&gt;12%&lt;/b&gt; of lines rejected &amp; "
+                                                 "&quot;too many&quot; &gt; 5%"),
+                       ("ABORTING", "ABORTED", "")]
+
+    prepared = client.get(f"/loads/{loads['prepared']}", headers=_bearer(token)).text
+    assert "<td>postgres</td>" in prepared and "<td>kafka</td>" in prepared and 'class="yes"' in prepared
+    assert "&quot;input_lines&quot;: 1300" in prepared  # metrics
+    assert f"/dags/{pipeline}/runs/{OPEN_RUN}" in prepared
+
+    detail = client.get(f"/api/loads/{loads['prepared']}", headers=_bearer(token)).json()
+    assert detail["votes"]["postgres"]["count"] == 1234 and detail["votes"]["kafka"]["yes"] is True
+    assert [(t["from_state"], t["to_state"]) for t in detail["history"]] == [(None, "PREPARING"),
+                                                                             ("PREPARING", "PREPARED")]
+    assert detail["metrics"] == {"input_lines": 1300, "rejected_lines": 66} and detail["prepare_error"] is None
+
+    missing = client.get("/loads/no-such-load", headers=_bearer(token))
+    assert missing.status_code == 404 and "no-such-load" in missing.text
+
+
+@pytest.mark.parametrize("path", ["/", "/api/loads", "/loads/anything", "/api/loads/anything"])
+def test_anonymous_is_refused(client, path):
+    resp = client.get(path)
+    assert resp.status_code == 401
+    assert "Transactions" not in resp.text and "load_id" not in resp.text
+
+
+def test_anonymous_html_gets_a_login_link(client):
+    resp = client.get("/")
+    assert resp.status_code == 401 and resp.headers["www-authenticate"] == "Bearer"
+    assert 'href="/auth/login?next=%2F"' in resp.text
+
+
+def test_bad_tokens_are_refused(client, loads):
+    from airflow.api_fastapi.auth.tokens import JWTGenerator
+
+    forged = JWTGenerator(secret_key="not-the-configured-secret" * 3, valid_for=600, audience="apache-airflow",
+                          algorithm="HS512").generate({"sub": "admin", "role": "admin"})
+    expired = _mint("admin", expiration_time_in_seconds=-3600)
+    for bad in ("garbage", forged, expired):
+        assert client.get("/api/loads", headers=_bearer(bad)).status_code == 401
+        client.cookies.set("_token", bad)
+        try:
+            assert client.get("/").status_code == 401
+        finally:
+            client.cookies.clear()
+
+
+def test_valid_token_without_a_role_is_forbidden(client):
+    resp = client.get("/api/loads", headers=_bearer(_mint(role=None)))
+    assert resp.status_code == 403 and "may not read DAG runs" in resp.json()["detail"]
+
+
+def test_airflow_loads_the_plugin_and_mounts_the_page(monkeypatch, tmp_path, token, loads):
+    """The plugin manager loads plugins/twophase_ui_plugin.py without errors, with the app
+    and the nav entry; Airflow's own api-server app serves the page at /twophase, to a
+    logged-in user only."""
+    # create_app initializes the auth manager, which writes (and prints) a generated password
+    # for every configured user that has none: a throwaway file, not the stack's login.
+    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE", str(tmp_path / "passwords.json"))
+    from airflow import plugins_manager
+    from airflow.api_fastapi.app import create_app
+
+    import twophase_ui.app
+
+    plugins_manager.ensure_plugins_loaded()
+    assert plugins_manager.get_import_errors() == {}
+    [info] = [p for p in plugins_manager.get_plugin_info(["fastapi_apps", "external_views", "source"])
+              if p["name"] == "twophase_transactions"]
+    assert str(info["source"]).endswith("twophase_ui_plugin.py")
+    apps, _middlewares = plugins_manager.get_fastapi_plugins()
+    assert [a["url_prefix"] for a in apps if a["app"] is twophase_ui.app.app] == ["/twophase"]
+    assert info["external_views"] == [{"name": "Transactions", "href": "twophase/", "url_route": "transactions",
+                                       "destination": "nav", "nav_top_level": True}]
+
+    api = TestClient(create_app(apps="core"))
+    assert api.get("/twophase/").status_code == 401
+    assert api.get("/twophase/api/loads").status_code == 401
+    served = api.get("/twophase/", headers=_bearer(token))
+    assert served.status_code == 200 and loads["aborted"] in served.text
+    assert f'href="/twophase/loads/{loads["aborted"]}"' in served.text  # links carry the mount prefix
+    views = api.get("/api/v2/plugins", headers=_bearer(_mint("admin"))).json()["plugins"]
+    [ours] = [p for p in views if p["name"] == "twophase_transactions"]
+    assert ours["external_views"][0]["name"] == "Transactions"
