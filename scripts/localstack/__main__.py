@@ -6,13 +6,17 @@ import os
 import shlex
 import sys
 
-from . import airflow, kafka, postgres
+from . import airflow, airflow_services, browser, kafka, postgres
 from .proc import StackError
 from .settings import venv_bin
 
-USAGE = """usage: scripts/stack up|down|status|env|reset
+USAGE = """usage: scripts/stack up|down|status|env|reset|airflow-up|airflow-down|login
   up      start Postgres and Kafka, migrate Airflow's DB; idempotent, waits until each answers
-  down    stop what the stack started
+  airflow-up    also start Airflow's UI: api-server, scheduler, dag-processor, triggerer
+  airflow-down  stop only those
+  login   print the UI's address and local login
+  browser install the UI tests' browser (Debian's chromium) when missing
+  down    stop what the stack started (Airflow's components too)
   status  say what is up and where
   env     print export lines: eval "$(scripts/stack env)"
   reset   stop and delete the stack's data (keeps downloaded jars)"""
@@ -21,6 +25,7 @@ USAGE = """usage: scripts/stack up|down|status|env|reset
 def shell_environment() -> dict[str, str]:
     env = airflow.environment()
     env["PATH"] = f"{venv_bin()}:{os.environ.get('PATH', '')}"
+    env["TWOPHASE_AIRFLOW_URL"] = airflow_services.url()
     return env
 
 
@@ -31,7 +36,18 @@ def main(argv: list[str]) -> int:
         kafka.up()
         airflow.up({**os.environ, **shell_environment()})
         print(status_text())
+    elif cmd == "airflow-up":
+        main(["up"])
+        airflow_services.up({**os.environ, **shell_environment()})
+        print(f"airflow   UI at {airflow_services.login()}")
+    elif cmd == "airflow-down":
+        airflow_services.down()
+    elif cmd == "browser":
+        print(f"browser   {browser.ensure_installed()}")
+    elif cmd == "login":
+        print(airflow_services.login())
     elif cmd == "down":
+        airflow_services.down()
         kafka.down()
         postgres.down()
     elif cmd == "status":
@@ -56,6 +72,7 @@ def status_text() -> str:
         f"postgres  {postgres.status()}",
         f"kafka     {kafka.status()}",
         f"airflow   {airflow.status()}",
+        f"airflow   {airflow_services.status()}",
     ])
 
 

@@ -51,6 +51,7 @@ class Ports:
     postgres: int
     kafka: int
     kafka_controller: int
+    airflow: int
 
     @classmethod
     def from_env(cls) -> "Ports":
@@ -58,6 +59,7 @@ class Ports:
             postgres=int(os.environ.get("TWOPHASE_PG_PORT", "55432")),
             kafka=int(os.environ.get("TWOPHASE_KAFKA_PORT", "59092")),
             kafka_controller=int(os.environ.get("TWOPHASE_KAFKA_CONTROLLER_PORT", "59093")),
+            airflow=int(os.environ.get("TWOPHASE_AIRFLOW_PORT", "58080")),
         )
 
 

@@ -1,0 +1,164 @@
+"""The pipeline as a person uses it: the real Airflow UI in headless Chromium.
+
+Runs against Airflow's api-server, scheduler, dag-processor and triggerer (started by
+`scripts/stack airflow-up` if they are not running, and stopped again afterwards), so
+tasks run under LocalExecutor exactly as in production. Run alone: scripts/test -m ui.
+Screenshots go to test-artifacts/ui/.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import time
+import uuid
+from datetime import date, timedelta
+from pathlib import Path
+
+import psycopg2
+import pytest
+
+from orders_sample.generate import generate
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts" / "ui"
+CHROMIUM = "/usr/bin/chromium"
+DAG_ID = "orders_daily_totals"
+pytestmark = [pytest.mark.ui, pytest.mark.slow]
+
+
+def _stack(*args: str) -> str:
+    return subprocess.run([str(ROOT / "scripts" / "stack"), *args], check=True, capture_output=True,
+                          text=True, timeout=600).stdout
+
+
+@pytest.fixture(scope="module")
+def airflow_ui():
+    """(url, user, password) of a running Airflow; started here if it was not up."""
+    started = "UI up at" not in _stack("status")
+    if started:
+        _stack("airflow-up")
+    url, _, user, _, password = _stack("login").split()
+    yield url, user, password
+    if started:
+        _stack("airflow-down")
+
+
+@pytest.fixture(scope="module")
+def page(airflow_ui):
+    from playwright.sync_api import sync_playwright
+
+    url, user, password = airflow_ui
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
+        page = browser.new_page(viewport={"width": 1500, "height": 1000})
+        page.set_default_timeout(30_000)
+        page.goto(f"{url}/")
+        page.wait_for_url("**/auth/login**")
+        page.fill("input[name=username]", user)
+        page.fill("input[name=password]", password)
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{url}/")
+        page.base = url
+        yield page
+        browser.close()
+
+
+def _fresh_day(pg_dsn) -> date:
+    rng = random.Random()
+    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+        while True:
+            day = date(2040, 1, 1) + timedelta(days=rng.randrange(30000))
+            cur.execute("select 1 from twophase.loads where pipeline = %s and data_interval_start::date = %s",
+                        (DAG_ID, day))
+            if cur.fetchone() is None:
+                return day
+
+
+def _landing() -> Path:
+    return Path(os.environ.get("ORDERS_DATA", ROOT / ".stack" / "data" / "orders")) / "landing"
+
+
+def trigger(page, run_id: str, params: dict[str, str]) -> None:
+    """Open the DAG, fill the trigger form like a person, set the run id, trigger."""
+    page.goto(f"{page.base}/dags/{DAG_ID}")
+    page.get_by_test_id("trigger-dag-button").click()
+    for name, value in params.items():
+        field = page.locator(f"[name=element_{name}]")
+        field.fill(value)
+    page.get_by_role("button", name="Advanced Options").click()
+    page.locator("[name=dagRunId]").fill(run_id)
+    page.screenshot(path=ARTIFACTS / f"{run_id}-trigger-form.png")
+    page.get_by_test_id("trigger-dag-submit").click()
+
+
+def wait_for_run(page, run_id: str, timeout: float = 600) -> str:
+    """The run's state as the run page shows it, once it is no longer running."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        page.goto(f"{page.base}/dags/{DAG_ID}/runs/{run_id}")
+        badge = page.get_by_test_id("state-badge").first
+        badge.wait_for()
+        state = badge.inner_text().strip().lower()
+        if state in ("success", "failed"):
+            return state
+        time.sleep(5)
+    raise AssertionError(f"run {run_id} did not finish within {timeout} s")
+
+
+def task_state(page, run_id: str, task_id: str) -> str:
+    """Find the task's cell of the run in the grid, follow it, read the state the task
+    page shows. (The newest run's column can sit clipped at the grid's right edge, so
+    the cell's link is followed rather than clicked.)"""
+    cell = page.get_by_test_id(f"grid-{run_id}-{task_id}")
+    for _ in range(12):  # the grid can take a while to pick up a run that just ended
+        page.goto(f"{page.base}/dags/{DAG_ID}/runs/{run_id}")
+        try:
+            cell.wait_for(state="attached", timeout=10_000)
+            break
+        except PlaywrightTimeout:
+            continue
+    page.goto(page.base + cell.get_attribute("href"))
+    heading = page.locator("h2").filter(has_text=task_id).first  # the task's title, its state badge beside it
+    heading.wait_for()
+    return heading.evaluate(
+        "h => h.parentElement.querySelector('[data-testid=state-badge]').innerText").strip().lower()
+
+
+def test_trigger_commit_then_a_gate_rollback_from_the_ui(page, pg_dsn):
+    commit_day, rollback_day = _fresh_day(pg_dsn), _fresh_day(pg_dsn)
+    generate(_landing(), commit_day, 3000, bad_share=0.01)
+    generate(_landing(), rollback_day, 3000, bad_share=0.10)
+    tag = uuid.uuid4().hex[:6]
+
+    committed = f"ui_commit_{tag}"
+    trigger(page, committed, {"date": commit_day.isoformat(), "max_rejected_share": "0.05"})
+    assert wait_for_run(page, committed) == "success"
+    assert task_state(page, committed, "commit") == "success"
+    assert task_state(page, committed, "rollback") == "skipped"
+    page.goto(f"{page.base}/dags/{DAG_ID}/runs/{committed}")
+    page.get_by_role("button", name="Show Graph (Press g)").click()
+    for task_id in ("begin", "prepare", "vote", "commit", "rollback", "finish"):
+        page.get_by_test_id(f"rf__node-{task_id}").wait_for()
+    page.screenshot(path=ARTIFACTS / "committed-run-graph.png", full_page=True)
+    page.get_by_role("button", name="Show Grid (Press g)").click()  # the UI remembers the view
+
+    rolled_back = f"ui_rollback_{tag}"
+    trigger(page, rolled_back, {"date": rollback_day.isoformat(), "max_rejected_share": "0.05"})
+    assert wait_for_run(page, rolled_back) == "failed"
+    assert task_state(page, rolled_back, "commit") == "skipped"
+    assert task_state(page, rolled_back, "rollback") == "success"
+    assert task_state(page, rolled_back, "finish") == "failed"
+
+    # The rollback task's log, as a person reads it in the UI.
+    page.goto(f"{page.base}/dags/{DAG_ID}/runs/{rolled_back}/tasks/rollback")
+    log = page.get_by_text("ROLLED BACK load").first
+    log.wait_for(timeout=60_000)
+    text = page.get_by_test_id("main-content").inner_text()
+    assert "rolling back load" in text and "above the maximum of 5.00%" in text
+    assert "rollback postgres: done" in text and "rollback kafka: done" in text
+    assert "the input is untouched" in text
+    page.screenshot(path=ARTIFACTS / "rollback-log.png", full_page=True)
