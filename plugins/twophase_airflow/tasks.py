@@ -31,8 +31,9 @@ def load_id(pipeline: str, context) -> str:
 
 
 def load_day(params: dict, context) -> date:
-    """The day a run loads: the `date` param; else the run's data interval start (a
-    scheduled run loads the day that just ended); else yesterday (UTC)."""
+    """The day a run loads: the `date` param; else the day its data interval starts in
+    (with a data-interval timetable, the midnight run covers the day that just ended);
+    else yesterday (UTC)."""
     if params.get("date"):
         try:
             return date.fromisoformat(params["date"])

@@ -48,6 +48,11 @@ def _passwords_file() -> Path:
     return airflow.home() / "simple_auth_manager_passwords.json"
 
 
+def _running(component: str) -> int | None:
+    # The api-server retitles itself "airflow api_server -- ...".
+    return running_pid(_pidfile(component), (component, component.replace("-", "_")))
+
+
 def _pidfile(component: str) -> Path:
     return stack_dir() / "airflow" / f"{component}.pid"
 
@@ -76,20 +81,24 @@ def up(env: dict[str, str]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({ADMIN: secrets.load()["airflow_admin_password"]}))
     path.chmod(0o600)
+    if not _running("api-server") and health() is not None:
+        raise StackError(f"port {Ports.from_env().airflow} already answers as an Airflow api-server this stack did not "
+                         "start; stop it or set TWOPHASE_AIRFLOW_PORT")
     airflow_bin = str(venv_bin() / "airflow")
     for component in COMPONENTS:
-        if running_pid(_pidfile(component), component):
+        if _running(component):
             continue
         print(f"stack: starting Airflow {component}", flush=True)
         start_detached([airflow_bin, component], _pidfile(component), _logfile(component), env)
-    wait_until(lambda: health() is not None, 180, "Airflow api-server", _logfile("api-server"))
+    wait_until(lambda: health() is not None and _running("api-server") is not None, 180, "Airflow api-server",
+               _logfile("api-server"))
     for component in ("scheduler", "dag-processor", "triggerer"):
         wait_until(lambda: _healthy(component), 180, f"Airflow {component}", _logfile(component))
 
 
 def down() -> None:
     for component in reversed(COMPONENTS):
-        pid = running_pid(_pidfile(component), component)
+        pid = _running(component)
         if pid:
             print(f"stack: stopping Airflow {component}", flush=True)
             stop_pid(pid)
@@ -97,7 +106,7 @@ def down() -> None:
 
 
 def status() -> str:
-    running = [c for c in COMPONENTS if running_pid(_pidfile(c), c)]
+    running = [c for c in COMPONENTS if _running(c)]
     if not running:
         return "UI down (scripts/stack airflow-up starts it)"
     if health() is None:

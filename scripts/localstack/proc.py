@@ -40,14 +40,17 @@ def start_detached(cmd: list[str], pidfile: Path, logfile: Path, env: dict | Non
     return proc.pid
 
 
-def running_pid(pidfile: Path, expect_in_cmdline: str) -> int | None:
-    """The pid recorded in pidfile if that process is alive and is what we started."""
+def running_pid(pidfile: Path, expect_in_cmdline: str | tuple[str, ...]) -> int | None:
+    """The pid recorded in pidfile if that process is alive and is what we started
+    (its command line holds `expect_in_cmdline`, or one of them: some programs retitle
+    themselves)."""
     try:
         pid = int(pidfile.read_text().split()[0])
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except (OSError, ValueError, IndexError):
         return None
-    return pid if expect_in_cmdline in cmdline else None
+    expected = (expect_in_cmdline,) if isinstance(expect_in_cmdline, str) else expect_in_cmdline
+    return pid if any(e in cmdline for e in expected) else None
 
 
 def stop_pid(pid: int, timeout: float = 30.0) -> None:

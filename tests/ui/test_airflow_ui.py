@@ -20,6 +20,7 @@ import psycopg2
 import pytest
 
 from orders_sample.generate import generate
+from twophase.ids import load_id_for
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,3 +163,12 @@ def test_trigger_commit_then_a_gate_rollback_from_the_ui(page, pg_dsn):
     assert "rollback postgres: done" in text and "rollback kafka: done" in text
     assert "the input is untouched" in text
     page.screenshot(path=ARTIFACTS / "rollback-log.png", full_page=True)
+
+    # The Transactions page (the project's plugin) lists both loads with their states.
+    page.goto(f"{page.base}/twophase/?pipeline={DAG_ID}")
+    rows = {lid: page.locator("tr", has_text=lid).first for lid in (load_id_for(DAG_ID, committed),
+                                                                     load_id_for(DAG_ID, rolled_back))}
+    committed_row, rolled_back_row = rows.values()
+    assert "COMMITTED" in committed_row.inner_text()
+    assert "ABORTED" in rolled_back_row.inner_text() and "above the maximum of 5.00%" in rolled_back_row.inner_text()
+    page.screenshot(path=ARTIFACTS / "transactions-page.png", full_page=True)

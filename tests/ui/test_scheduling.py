@@ -1,0 +1,106 @@
+"""Scheduling for real: with the scheduler running, orders_daily_totals runs on its own
+schedule (shortened here with ORDERS_SCHEDULE) and commits; the commit's assets then
+start customer_totals_downstream; twophase_recovery runs on its own schedule too."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from orders_sample.generate import generate
+from twophase.log import TransactionLog
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.ui, pytest.mark.slow]
+SCHEDULE = "*/2 * * * *"
+
+
+def _stack(*args: str, env: dict | None = None) -> str:
+    return subprocess.run([str(ROOT / "scripts" / "stack"), *args], check=True, capture_output=True, text=True,
+                          timeout=600, env=env).stdout
+
+
+@pytest.fixture(scope="module")
+def scheduler_with_short_schedule():
+    """Airflow restarted with the pipeline on a 2-minute schedule; put back as it was after."""
+    was_up = "UI up at" in _stack("status")
+    _stack("airflow-down")
+    _stack("airflow-up", env={**os.environ, "ORDERS_SCHEDULE": SCHEDULE})
+    yield datetime.now(timezone.utc)
+    _stack("airflow-down")
+    if was_up:
+        _stack("airflow-up", env={k: v for k, v in os.environ.items() if k != "ORDERS_SCHEDULE"})
+
+
+def _runs(dag_id: str, since: datetime, run_type: str | None = None):
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        query = select(DagRun).where(DagRun.dag_id == dag_id, DagRun.start_date >= since)
+        if run_type:
+            query = query.where(DagRun.run_type == run_type)
+        return [(r.run_id, r.state, r.data_interval_start, r.conf) for r in session.scalars(query)]
+
+
+def _wait_for(what: str, check, timeout: float = 600):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(5)
+    raise AssertionError(f"{what} did not happen within {timeout:.0f} s")
+
+
+def test_a_scheduled_run_commits_and_starts_the_downstream_dag(scheduler_with_short_schedule, pg_dsn):
+    since = scheduler_with_short_schedule
+    today = datetime.now(timezone.utc).date()
+    log = TransactionLog(pg_dsn)
+    committed_before = {x.load_id for x in log.recent(1000, "orders_daily_totals")
+                        if x.state.value == "COMMITTED" and x.data_interval_start and x.data_interval_start.date() == today}
+    landing = Path(os.environ.get("ORDERS_DATA", ROOT / ".stack" / "data" / "orders")) / "landing"
+    generate(landing, today, 2000, bad_share=0.0)
+
+    done = _wait_for("a scheduled run of orders_daily_totals that finished", lambda: [
+        r for r in _runs("orders_daily_totals", since, "scheduled") if r[1] in ("success", "failed")])
+    run_id, state, _interval, _conf = done[0]
+    assert state == "success", f"scheduled run {run_id} ended {state}"
+    loads = [x for x in log.recent(1000, "orders_daily_totals") if x.run_id == run_id]
+    if committed_before:  # an earlier scheduled run committed today already: this one must load nothing
+        assert loads == []
+        return
+    [load] = loads
+    assert load.state.value == "COMMITTED" and load.data_interval_start.date() == today
+
+    # Its assets start the downstream DAG, which sees the committed load's id.
+    downstream = _wait_for("an asset-triggered run of customer_totals_downstream", lambda: [
+        r for r in _runs("customer_totals_downstream", since, "asset_triggered") if r[1] == "success"], timeout=300)
+    reported = [_returned("customer_totals_downstream", r[0], "report") for r in downstream]
+    assert any(load.load_id in (ids or []) for ids in reported), reported
+
+
+def _returned(dag_id: str, run_id: str, task_id: str):
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        value = session.scalar(select(XComModel.value).where(
+            XComModel.dag_id == dag_id, XComModel.run_id == run_id, XComModel.task_id == task_id,
+            XComModel.key == "return_value"))
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def test_the_recovery_dag_runs_on_its_own_schedule(scheduler_with_short_schedule):
+    # Catchup is off, so the scheduler runs it once at once, then every 10 minutes.
+    epoch = datetime(2000, 1, 1, tzinfo=timezone.utc)
+    runs = _wait_for("a scheduled run of twophase_recovery", lambda: [
+        r for r in _runs("twophase_recovery", epoch, "scheduled") if r[1] == "success"], timeout=300)
+    assert runs
