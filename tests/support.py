@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import random
+import subprocess
+from datetime import date, timedelta
+from pathlib import Path
+
+import psycopg2
+
 from twophase.ids import load_id_for
 from twophase.spec import KafkaTarget, LoadSpec, PostgresTarget
 from twophase.verify import iter_topic
@@ -39,3 +47,35 @@ def make_df(spark, rows: int, partitions: int = 4, day: str = "2026-11-20", reve
                     ((F.col("id") % 1000) * revenue_scale / 100).cast("decimal(12,2)").alias("revenue"),
                     F.when(F.col("id") % 5 == 0, F.lit(None)).when(F.col("id") % 5 == 1, F.lit(""))
                      .otherwise(F.lit('say "hi", ok')).alias("note")))
+
+
+ROOT = Path(__file__).resolve().parents[1]
+ORDERS_PIPELINE = "orders_daily_totals"
+
+
+def stack(*args: str, env: dict | None = None) -> str:
+    """Run scripts/stack with args; its standard output."""
+    return subprocess.run([str(ROOT / "scripts" / "stack"), *args], check=True, capture_output=True, text=True,
+                          timeout=600, env=env).stdout
+
+
+def orders_landing() -> Path:
+    """The example pipeline's landing folder, as Airflow's tasks see it (ORDERS_DATA)."""
+    return Path(os.environ.get("ORDERS_DATA", ROOT / ".stack" / "data" / "orders")) / "landing"
+
+
+def fresh_day(pg_dsn: str) -> date:
+    """A day no load of the example pipeline has touched."""
+    rng = random.Random()
+    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+        cur.execute("select to_regclass('twophase.loads') is not null")
+        logged = cur.fetchone()[0]
+        for _ in range(100):
+            day = date(2040, 1, 1) + timedelta(days=rng.randrange(30000))
+            if not logged:
+                return day
+            cur.execute("select 1 from twophase.loads where pipeline = %s and data_interval_start::date = %s",
+                        (ORDERS_PIPELINE, day))
+            if cur.fetchone() is None:
+                return day
+    raise AssertionError("no fresh day found")

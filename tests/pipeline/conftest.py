@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import subprocess
 import sys
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date
 from pathlib import Path
 
-import psycopg2
 import pytest
+
+import support
 
 ROOT = Path(__file__).resolve().parents[2]
 DAG_ID = "orders_daily_totals"
@@ -58,15 +58,4 @@ def run_dag(orders_data):
 @pytest.fixture
 def fresh_day(pg_dsn) -> date:
     """A day no load of the pipeline has touched, and with no rows in the table."""
-    rng = random.Random()
-    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
-        for _ in range(100):
-            day = date(2040, 1, 1) + timedelta(days=rng.randrange(30000))
-            cur.execute("select to_regclass('twophase.loads') is not null")
-            if cur.fetchone()[0]:
-                cur.execute("select 1 from twophase.loads where pipeline = %s and data_interval_start::date = %s",
-                            (DAG_ID, day))
-                if cur.fetchone():
-                    continue
-            return day
-    raise AssertionError("no fresh day found")
+    return support.fresh_day(pg_dsn)

@@ -8,20 +8,16 @@ Screenshots go to test-artifacts/ui/.
 
 from __future__ import annotations
 
-import os
-import random
-import subprocess
 import time
 import uuid
-from datetime import date, timedelta
 from pathlib import Path
 
-import psycopg2
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from orders_sample.generate import generate
+from support import fresh_day, orders_landing, stack
 from twophase.ids import load_id_for
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "ui"
@@ -30,21 +26,16 @@ DAG_ID = "orders_daily_totals"
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 
 
-def _stack(*args: str) -> str:
-    return subprocess.run([str(ROOT / "scripts" / "stack"), *args], check=True, capture_output=True,
-                          text=True, timeout=600).stdout
-
-
 @pytest.fixture(scope="module")
 def airflow_ui():
     """(url, user, password) of a running Airflow; started here if it was not up."""
-    started = "UI up at" not in _stack("status")
+    started = "UI up at" not in stack("status")
     if started:
-        _stack("airflow-up")
-    url, _, user, _, password = _stack("login").split()
+        stack("airflow-up")
+    url, _, user, _, password = stack("login").split()
     yield url, user, password
     if started:
-        _stack("airflow-down")
+        stack("airflow-down")
 
 
 @pytest.fixture(scope="module")
@@ -66,21 +57,6 @@ def page(airflow_ui):
         page.base = url
         yield page
         browser.close()
-
-
-def _fresh_day(pg_dsn) -> date:
-    rng = random.Random()
-    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
-        while True:
-            day = date(2040, 1, 1) + timedelta(days=rng.randrange(30000))
-            cur.execute("select 1 from twophase.loads where pipeline = %s and data_interval_start::date = %s",
-                        (DAG_ID, day))
-            if cur.fetchone() is None:
-                return day
-
-
-def _landing() -> Path:
-    return Path(os.environ.get("ORDERS_DATA", ROOT / ".stack" / "data" / "orders")) / "landing"
 
 
 def trigger(page, run_id: str, params: dict[str, str]) -> None:
@@ -130,9 +106,9 @@ def task_state(page, run_id: str, task_id: str) -> str:
 
 
 def test_trigger_commit_then_a_gate_rollback_from_the_ui(page, pg_dsn):
-    commit_day, rollback_day = _fresh_day(pg_dsn), _fresh_day(pg_dsn)
-    generate(_landing(), commit_day, 3000, bad_share=0.01)
-    generate(_landing(), rollback_day, 3000, bad_share=0.10)
+    commit_day, rollback_day = fresh_day(pg_dsn), fresh_day(pg_dsn)
+    generate(orders_landing(), commit_day, 3000, bad_share=0.01)
+    generate(orders_landing(), rollback_day, 3000, bad_share=0.10)
     tag = uuid.uuid4().hex[:6]
 
     committed = f"ui_commit_{tag}"

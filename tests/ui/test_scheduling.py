@@ -6,37 +6,30 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 
 from orders_sample.generate import generate
+from support import orders_landing, stack
 from twophase.log import TransactionLog
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 SCHEDULE = "*/2 * * * *"
-
-
-def _stack(*args: str, env: dict | None = None) -> str:
-    return subprocess.run([str(ROOT / "scripts" / "stack"), *args], check=True, capture_output=True, text=True,
-                          timeout=600, env=env).stdout
 
 
 @pytest.fixture(scope="module")
 def scheduler_with_short_schedule():
     """Airflow restarted with the pipeline on a 2-minute schedule; put back as it was after."""
-    was_up = "UI up at" in _stack("status")
-    _stack("airflow-down")
-    _stack("airflow-up", env={**os.environ, "ORDERS_SCHEDULE": SCHEDULE})
+    was_up = "UI up at" in stack("status")
+    stack("airflow-down")
+    stack("airflow-up", env={**os.environ, "ORDERS_SCHEDULE": SCHEDULE})
     yield datetime.now(timezone.utc)
-    _stack("airflow-down")
+    stack("airflow-down")
     if was_up:
-        _stack("airflow-up", env={k: v for k, v in os.environ.items() if k != "ORDERS_SCHEDULE"})
+        stack("airflow-up", env={k: v for k, v in os.environ.items() if k != "ORDERS_SCHEDULE"})
 
 
 def _runs(dag_id: str, since: datetime, run_type: str | None = None):
@@ -66,8 +59,7 @@ def test_a_scheduled_run_commits_and_starts_the_downstream_dag(scheduler_with_sh
     log = TransactionLog(pg_dsn)
     committed_before = {x.load_id for x in log.recent(1000, "orders_daily_totals")
                         if x.state.value == "COMMITTED" and x.data_interval_start and x.data_interval_start.date() == today}
-    landing = Path(os.environ.get("ORDERS_DATA", ROOT / ".stack" / "data" / "orders")) / "landing"
-    generate(landing, today, 2000, bad_share=0.0)
+    generate(orders_landing(), today, 2000, bad_share=0.0)
 
     if committed_before:  # an earlier scheduled run committed today: later ones must load nothing
         run_id, state, _ = _wait_for("a scheduled run of orders_daily_totals that finished", lambda: [
