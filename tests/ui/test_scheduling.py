@@ -25,8 +25,9 @@ def scheduler_with_short_schedule():
     """Airflow restarted with the pipeline on a 2-minute schedule; put back as it was after."""
     was_up = "UI up at" in stack("status")
     stack("airflow-down")
+    restarted = datetime.now(timezone.utc)  # the scheduler may start a run before airflow-up returns
     stack("airflow-up", env={**os.environ, "ORDERS_SCHEDULE": SCHEDULE})
-    yield datetime.now(timezone.utc)
+    yield restarted
     stack("airflow-down")
     if was_up:
         stack("airflow-up", env={k: v for k, v in os.environ.items() if k != "ORDERS_SCHEDULE"})
