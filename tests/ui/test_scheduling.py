@@ -21,13 +21,19 @@ SCHEDULE = "*/2 * * * *"
 
 
 @pytest.fixture(scope="module")
-def scheduler_with_short_schedule():
-    """Airflow restarted with the pipeline on a 2-minute schedule; put back as it was after."""
+def scheduler_with_short_schedule(pg_dsn):
+    """Airflow restarted with the pipeline on a 2-minute schedule; put back as it was after.
+    Yields when it restarted, and the loads that had committed today before."""
     was_up = "UI up at" in stack("status")
     stack("airflow-down")
+    today = datetime.now(timezone.utc).date()
+    committed_before = [x for x in TransactionLog(pg_dsn).recent(1000, "orders_daily_totals")
+                        if x.state.value == "COMMITTED" and x.data_interval_start.date() == today]
+    # Today's orders, before the scheduler starts: its first run loads today at once.
+    generate(orders_landing(), today, 2000, bad_share=0.0)
     restarted = datetime.now(timezone.utc)  # the scheduler may start a run before airflow-up returns
     stack("airflow-up", env={**os.environ, "ORDERS_SCHEDULE": SCHEDULE})
-    yield restarted
+    yield restarted, committed_before
     stack("airflow-down")
     if was_up:
         stack("airflow-up", env={k: v for k, v in os.environ.items() if k != "ORDERS_SCHEDULE"})
@@ -55,12 +61,9 @@ def _wait_for(what: str, check, timeout: float = 600):
 
 
 def test_a_scheduled_run_commits_and_starts_the_downstream_dag(scheduler_with_short_schedule, pg_dsn):
-    since = scheduler_with_short_schedule
-    today = datetime.now(timezone.utc).date()
+    since, committed_before = scheduler_with_short_schedule
+    today = since.date()
     log = TransactionLog(pg_dsn)
-    committed_before = {x.load_id for x in log.recent(1000, "orders_daily_totals")
-                        if x.state.value == "COMMITTED" and x.data_interval_start and x.data_interval_start.date() == today}
-    generate(orders_landing(), today, 2000, bad_share=0.0)
 
     if committed_before:  # an earlier scheduled run committed today: later ones must load nothing
         run_id, state, _ = _wait_for("a scheduled run of orders_daily_totals that finished", lambda: [
