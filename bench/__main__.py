@@ -1,0 +1,144 @@
+"""Benchmark: the atomic load side by side with Spark's own writers and the machine's limits.
+
+    bench/run                      sizes 100k, 1M, 5M; 3 repetitions; shapes narrow and wide
+    bench/run --quick              smoke run: 5k and 20k rows, 1 repetition
+    bench/run --sizes 1000000 --reps 5 --shapes narrow
+
+(bench/run installs, brings the stack up and sets its environment, then runs
+`python -m bench`.) For each shape and size, the same rows go, in each repetition, to:
+the input scan, the peers (Spark JDBC default and tuned, Spark Kafka writer), the atomic
+load (begin, prepare, vote, commit), and the limits (COPY, Kafka's producer tool). The
+report goes to bench/results/<timestamp>.md and bench/results/latest.md, the raw figures
+to bench/results/<timestamp>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import atomic, limits, machine, memory, peers, report, scratch, session, staging, targets
+from . import results as R
+from .data import SHAPES, Dataset
+from .results import Run
+
+RESULTS = Path(__file__).with_name("results")
+WARM_UP_ROWS = 2000
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench/run", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", help="rows per dataset, comma-separated (default 100000,1000000,5000000)")
+    parser.add_argument("--reps", type=int, help="repetitions of each contender (default 3)")
+    parser.add_argument("--shapes", default=",".join(SHAPES), help="narrow, wide or both (default both)")
+    parser.add_argument("--partitions", type=int, default=4, help="Spark partitions of the data (default 4)")
+    parser.add_argument("--driver-memory", default="2g", help="spark.driver.memory (default 2g)")
+    parser.add_argument("--no-limits", action="store_true", help="skip COPY and the producer tool")
+    parser.add_argument("--no-breakdown", action="store_true", help="skip the staging pass's breakdown")
+    parser.add_argument("--quick", action="store_true", help="smoke run: sizes 5000,20000, 1 repetition")
+    parser.add_argument("--note", default="", help="a line for the report (e.g. what else ran on the machine)")
+    args = parser.parse_args(argv)
+    args.sizes = [int(x) for x in (args.sizes or ("5000,20000" if args.quick else "100000,1000000,5000000")).split(",")]
+    args.reps = args.reps or (1 if args.quick else 3)
+    args.shapes = [s for s in args.shapes.split(",") if s]
+    unknown = [s for s in args.shapes if s not in SHAPES]
+    if unknown:
+        parser.error(f"unknown shapes {unknown}; choose from {SHAPES}")
+    return args
+
+
+def one_rep(data: Dataset, conns, log, sampler: memory.Sampler, with_limits: bool,
+            with_breakdown: bool) -> tuple[dict, dict, dict]:
+    """Every contender once on data: (seconds by key, peak RSS by group, extra figures)."""
+    seconds, rss, extra = {}, {}, {}
+    spark_contenders = [(R.SCAN, lambda: peers.scan(data)),
+                        (R.JDBC_DEFAULT, lambda: peers.jdbc(data, conns.pg_dsn, tuned=False)),
+                        (R.JDBC_TUNED, lambda: peers.jdbc(data, conns.pg_dsn, tuned=True)),
+                        (R.KAFKA_WRITER, lambda: peers.kafka(data, conns.kafka_bootstrap))]
+    for key, run in spark_contenders:
+        with sampler.window() as rss[key]:
+            seconds[key] = run()
+    with sampler.window() as rss["atomic"]:
+        phases = atomic.load(data, conns, log)
+    seconds.update({R.atomic(k): v for k, v in phases.items()})
+    if with_breakdown:
+        parts = staging.measure(data, conns.pg_dsn, conns.kafka_bootstrap)
+        seconds.update({R.breakdown(k): v for k, v in parts.items()})
+    if with_limits:
+        seconds[R.COPY] = limits.copy(data, conns.pg_dsn)
+        extra["producer_tool"] = limits.producer_tool(data, conns.kafka_bootstrap)
+        seconds[R.PRODUCER_TOOL] = extra["producer_tool"]["seconds"]
+    return seconds, rss, extra
+
+
+def _progress(run: Run, rep: int, reps: int) -> None:
+    s = run.reps[-1]["seconds"]
+    parts = [f"{k.split('.', 1)[-1]} {s[k]:.2f}s" for k in
+             (R.JDBC_DEFAULT, R.JDBC_TUNED, R.KAFKA_WRITER, R.atomic("load"), R.COPY, R.PRODUCER_TOOL) if k in s]
+    print(f"bench: {run.shape} {run.rows:,} rows, rep {rep}/{reps}: " + ", ".join(parts), flush=True)
+
+
+def main(argv: list[str]) -> None:
+    args = parse_args(argv)
+    from twophase.log import TransactionLog
+    from twophase.spec import Connections
+
+    conns = Connections.from_env()
+    started, clock = datetime.now(timezone.utc), time.monotonic()
+    stamp = started.strftime("%Y%m%d-%H%M%S")
+    meta = {"started": started.strftime("%Y-%m-%d %H:%M UTC"), "reps": args.reps, "partitions": args.partitions,
+            "command": "bench/run " + " ".join(argv) if argv else "bench/run", "note": args.note,
+            "load_start": machine.load_average()}
+    sampler = memory.Sampler()
+    spark = session.start(args.driver_memory)
+    scratch.sweep(conns.pg_dsn, conns.kafka_bootstrap)
+    log = TransactionLog(conns.pg_dsn)
+    log.ensure_schema()
+    meta["machine"] = machine.describe(spark, conns.pg_dsn)
+    RESULTS.mkdir(exist_ok=True)
+    runs: list[Run] = []
+    try:
+        for shape in args.shapes:
+            warm = Dataset.load(spark, shape, WARM_UP_ROWS, args.partitions)
+            print(f"bench: {shape}: warm-up on {WARM_UP_ROWS:,} rows (not recorded)", flush=True)
+            one_rep(warm, conns, log, sampler, with_limits=False, with_breakdown=not args.no_breakdown)
+            warm.drop()
+            for rows in args.sizes:
+                data = Dataset.load(spark, shape, rows, args.partitions)
+                if not args.no_limits:
+                    data.csv_parts()  # written once, before any clock
+                run = Run(shape, rows, args.partitions, data.avg_record_bytes)
+                for rep in range(1, args.reps + 1):
+                    run.add(*one_rep(data, conns, log, sampler, with_limits=not args.no_limits,
+                                     with_breakdown=not args.no_breakdown))
+                    _progress(run, rep, args.reps)
+                data.drop()
+                runs.append(run)
+                _write(stamp, meta, runs, clock, final=False)
+    finally:
+        sampler.stop()
+        spark.stop()
+    path = _write(stamp, meta, runs, clock, final=True)
+    print(f"bench: report written to {path} and {RESULTS / 'latest.md'}", flush=True)
+
+
+def _write(stamp: str, meta: dict, runs: list[Run], clock: float, final: bool) -> Path:
+    meta = {**meta, "elapsed_min": (time.monotonic() - clock) / 60, "load_end": machine.load_average()}
+    checks = [c for shape in dict.fromkeys(r.shape for r in runs)
+              for c in targets.check(shape, [r for r in runs if r.shape == shape])]
+    text = report.render(meta, runs, checks)
+    path = RESULTS / f"{stamp}.md"
+    path.write_text(text)
+    (RESULTS / f"{stamp}.json").write_text(json.dumps({"meta": meta, "runs": [r.to_json() for r in runs]}, indent=1))
+    if final:
+        (RESULTS / "latest.md").write_text(text)
+    return path
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

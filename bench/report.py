@@ -1,0 +1,151 @@
+"""The Markdown report of one run: machine, targets summary, then per shape and size the
+contenders' times, the atomic load's ratios to each peer and limit, commit per
+participant, and peak memory."""
+
+from __future__ import annotations
+
+from . import results as R
+from .atomic import PHASES
+from .staging import VARIANTS
+from .results import Run
+from .targets import Check
+
+LABELS = {
+    R.SCAN: "scan of the input (noop writer; floor under every Spark contender)",
+    R.JDBC_DEFAULT: "peer: Spark JDBC writer, default options",
+    R.JDBC_TUNED: "peer: Spark JDBC writer, reWriteBatchedInserts=true, batchsize 10000",
+    R.KAFKA_WRITER: "peer: Spark Kafka writer (spark-sql-kafka), defaults",
+    R.BOTH_DEFAULT: "peer writing both: JDBC default + Kafka writer",
+    R.BOTH_TUNED: "peer writing both: JDBC tuned + Kafka writer",
+    R.COPY: "limit: COPY FROM STDIN of the CSV file (client-streamed)",
+    R.PRODUCER_TOOL: "limit: Kafka ProducerPerformance (its own records/s)",
+    R.atomic("begin"): "atomic: begin",
+    R.atomic("prepare"): "atomic: prepare",
+    R.atomic("prepare.setup"): "  ├ setup: staging table, topics",
+    R.atomic("prepare.staging"): "  ├ staging: one Spark pass to both targets",
+    R.atomic("prepare.pg_promote"): "  ├ Postgres: insert staged rows into target + PREPARE",
+    R.atomic("prepare.kafka_check"): "  └ Kafka: check staged ranges",
+    R.atomic("vote"): "atomic: vote",
+    R.atomic("commit"): "atomic: commit",
+    R.atomic("commit.kafka"): "  ├ Kafka: transactional copy to the topic",
+    R.atomic("commit.postgres"): "  └ Postgres: COMMIT PREPARED",
+    R.atomic("load"): "**atomic load: prepare + vote + commit**",
+    R.atomic("total"): "atomic: total, begin included",
+    R.breakdown("transfer"): "staging breakdown: rows to Python as Arrow, counted only",
+    R.breakdown("postgres_only"): "staging breakdown: + CSV and COPY, no Kafka",
+    R.breakdown("kafka_only"): "staging breakdown: + produce to Kafka, no Postgres",
+}
+SHORT = {R.JDBC_DEFAULT: "JDBC default", R.JDBC_TUNED: "JDBC tuned", R.KAFKA_WRITER: "Kafka writer",
+         R.BOTH_DEFAULT: "both, default", R.BOTH_TUNED: "both, tuned", R.COPY: "COPY limit",
+         R.PRODUCER_TOOL: "producer tool"}
+ORDER = [R.SCAN, *R.PEERS, *R.LIMITS, *[R.atomic(p) for p in PHASES], *[R.breakdown(v) for v in VARIANTS]]
+RATIO_ROWS = [("staging pass", R.atomic("prepare.staging")), ("prepare", R.atomic("prepare")),
+              ("Kafka commit copy", R.atomic("commit.kafka")), ("atomic load", R.atomic("load")),
+              ("breakdown: Postgres side alone", R.breakdown("postgres_only")),
+              ("breakdown: Kafka side alone", R.breakdown("kafka_only"))]
+MB = 2**20
+
+
+def _s(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms" if seconds < 0.1 else f"{seconds:.2f} s"
+
+
+def _rate(rows: int, seconds: float) -> str:
+    return f"{rows / seconds:,.0f}" if seconds > 0 else "–"
+
+
+def render(meta: dict, runs: list[Run], checks: list[Check]) -> str:
+    out = [f"# Benchmark: atomic loads beside Spark's writers and the machine's limits ({meta['started']})", ""]
+    out += [f"Command: `{meta['command']}` — {meta['reps']} repetition(s) per contender, medians with min and max; "
+            f"{meta['partitions']} Spark partitions; finished in {meta['elapsed_min']:.1f} min.", ""]
+    out += ["## Machine", ""]
+    out += [f"- **{k}**: {v}" for k, v in meta["machine"].items()]
+    out += [f"- **load average** (1, 5, 15 min) at start: {meta['load_start']}; at end: {meta['load_end']}", ""]
+    if meta.get("note"):
+        out += [meta["note"], ""]
+    out += _summary(checks, runs)
+    out += _how()
+    for shape in dict.fromkeys(r.shape for r in runs):
+        shape_runs = sorted((r for r in runs if r.shape == shape), key=lambda r: r.rows)
+        out += [f"## Shape `{shape}`", ""]
+        out += _across_sizes(shape_runs)
+        for run in shape_runs:
+            out += _size(run)
+    return "\n".join(out) + "\n"
+
+
+def _summary(checks: list[Check], runs: list[Run]) -> list[str]:
+    sizes = sorted({r.rows for r in runs})
+    out = ["## Targets", "",
+           "| target | shape | " + " | ".join(f"{n:,} rows" for n in sizes) + " | verdict |",
+           "|---|---|" + "---:|" * len(sizes) + "---|"]
+    for c in checks:
+        cells = " | ".join(c.cells.get(n, "") for n in sizes)
+        verdict = c.verdict + (f" ({c.note})" if c.note else "")
+        out.append(f"| {c.target} | {c.shape} | {cells} | **{verdict}** |")
+    return out + ["", "✗ marks a size where the target is missed. Ratios of times: below 1 is faster than "
+                  "the peer. Shares of a limit: the atomic phase's rows/s as a share of the limit's.", ""]
+
+
+def _how() -> list[str]:
+    return ["## How each figure is measured", "",
+            "- Every contender writes the same rows: generated with `spark.range`, persisted on local disk "
+            "(DISK_ONLY) and counted before any clock starts; each repetition writes into a fresh table "
+            "(primary key on day, customer_id) or topic (3 partitions), dropped afterwards.",
+            "- Peers: `df.write.jdbc` (default options; tuned: `reWriteBatchedInserts=true`, `batchsize` 10000) "
+            "and `df.write.format(\"kafka\")` with key and value made as the atomic load makes them. "
+            "\"Peer writing both\" sums the JDBC write and the Kafka write of the same repetition.",
+            "- Atomic: `twophase.coordinator` begin, prepare, vote, commit; prepare's parts are the core's own "
+            "calls timed in place; commit per participant is the core's `Outcome.seconds`.",
+            "- Limits: COPY of a CSV file of the same rows (written once) into the same kind of table, streamed "
+            "by the client (`COPY ... FROM STDIN`: the bench's role cannot read server files); Kafka's "
+            "`ProducerPerformance` with the same record count and mean key + value size, acks=all, its own "
+            "records/s (JVM start-up excluded).",
+            "- Staging breakdown (bench/staging.py): the staging pass's select through mapInArrow three more "
+            "times with the core's own executor classes: rows only counted in Python; + CSV and COPY (no Kafka); "
+            "+ produce to Kafka (no Postgres). The real pass does both sides in the same task, one after the other.",
+            "- Memory: peak RSS, polled every 0.2 s, of the Spark driver JVM and of the Python workers (summed), "
+            "and of the bench's own Python process, while each Spark contender ran; the largest over the "
+            "repetitions.", ""]
+
+
+def _across_sizes(runs: list[Run]) -> list[str]:
+    out = ["### Across sizes", "",
+           "| rows | atomic load rows/s | staging rows/s | Kafka commit s | Kafka commit records/s "
+           "| Postgres commit ms (median, max) | JVM peak MB | Python workers peak MB |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in runs:
+        kafka, pg = R.atomic("commit.kafka"), R.atomic("commit.postgres")
+        out.append(f"| {r.rows:,} | {r.rate(R.atomic('load')):,.0f} | {r.rate(R.atomic('prepare.staging')):,.0f} "
+                   f"| {r.median(kafka):.2f} | {r.rate(kafka):,.0f} "
+                   f"| {r.median(pg) * 1000:.1f}, {r.max(pg) * 1000:.1f} "
+                   f"| {r.peak_rss('atomic', 'jvm') / MB:,.0f} | {r.peak_rss('atomic', 'workers') / MB:,.0f} |")
+    return out + [""]
+
+
+def _size(run: Run) -> list[str]:
+    out = [f"### `{run.shape}`, {run.rows:,} rows", "",
+           f"Mean Kafka record (key + value): {run.avg_record_bytes} bytes.", "",
+           "| contender | median | min | max | rows/s (median) |", "|---|---:|---:|---:|---:|"]
+    for key in ORDER:
+        if run.has(key):
+            out.append(f"| {LABELS[key]} | {_s(run.median(key))} | {_s(run.min(key))} | {_s(run.max(key))} "
+                       f"| {_rate(run.rows, run.median(key))} |")
+    tool = [r.get("producer_tool") for r in run.reps if r.get("producer_tool")]
+    if tool:
+        out += ["", f"Producer tool: {tool[-1]['mb_per_s']:.1f} MB/s; wall time with JVM start-up "
+                f"{tool[-1]['wall_s']:.1f} s (last repetition)."]
+    refs = [*R.PEERS, *R.LIMITS]
+    out += ["", "Atomic phases' rows/s as a multiple of each reference's rows/s (above 1: faster):", "",
+            "| atomic phase | " + " | ".join(SHORT[k] for k in refs) + " |",
+            "|---|" + "---:|" * len(refs)]
+    for label, key in [(label, key) for label, key in RATIO_ROWS if run.has(key)]:
+        cells = [f"{run.median(ref) / run.median(key):.2f}" if run.has(ref) else "–" for ref in refs]
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    out += ["", "| peak RSS, MB | Spark driver JVM | Python workers (sum) | bench's Python process |",
+            "|---|---:|---:|---:|"]
+    for group in R.RSS_GROUPS:
+        name = "atomic load" if group == "atomic" else LABELS[group].split(" (")[0]
+        out.append(f"| {name} | {run.peak_rss(group, 'jvm') / MB:,.0f} | {run.peak_rss(group, 'workers') / MB:,.0f} "
+                   f"| {run.peak_rss(group, 'py_driver') / MB:,.0f} |")
+    return out + [""]

@@ -1,0 +1,95 @@
+"""The issue's targets, checked on the figures of one run, as ratios measured side by side.
+
+Every ratio uses medians of the same invocation. A target holds for a shape when it holds
+at every size measured (the memory target compares the largest size with the smallest).
+Staging streams each partition to both targets in one Spark pass, so "Postgres staging"
+and "Kafka staging" are the same pass, compared with each limit in turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import results as R
+from .results import Run
+
+PG_COMMIT_LIMIT_S = 0.050
+
+
+@dataclass
+class Check:
+    target: str
+    shape: str
+    cells: dict[int, str]        # rows -> the measured figure
+    ok: bool | None              # None: not measurable in this run (one size only)
+    note: str = ""
+
+    @property
+    def verdict(self) -> str:
+        return "n/a" if self.ok is None else ("PASS" if self.ok else "MISS")
+
+
+def _ratio_check(target, shape, runs, value, passes, fmt) -> Check:
+    cells, ok = {}, True
+    for run in runs:
+        try:
+            v = value(run)
+        except ValueError:  # a contender this run skipped (--no-limits)
+            cells[run.rows], ok = "–", None
+            continue
+        cells[run.rows] = fmt(v) + ("" if passes(v) else " ✗")
+        ok = ok and passes(v) if ok is not None else None
+    return Check(target, shape, cells, ok)
+
+
+def check(shape: str, runs: list[Run]) -> list[Check]:
+    runs = sorted(runs, key=lambda r: r.rows)
+    load, staging = R.atomic("load"), R.atomic("prepare.staging")
+    checks = [
+        _ratio_check("atomic load (prepare+vote+commit) time ÷ peer writing both, default options: ≤ 1.00",
+                     shape, runs, lambda r: r.median(load) / r.median(R.BOTH_DEFAULT), lambda v: v <= 1.0,
+                     lambda v: f"{v:.2f}x"),
+        _ratio_check("atomic load time ÷ peer writing both, tuned JDBC: ≤ 1.30",
+                     shape, runs, lambda r: r.median(load) / r.median(R.BOTH_TUNED), lambda v: v <= 1.3,
+                     lambda v: f"{v:.2f}x"),
+        _ratio_check("Postgres staging rows/s ÷ COPY limit rows/s: ≥ 70%",
+                     shape, runs, lambda r: r.rate(staging) / r.rate(R.COPY), lambda v: v >= 0.70,
+                     lambda v: f"{v:.0%}"),
+        _ratio_check("Kafka staging records/s ÷ producer tool records/s: ≥ 50%",
+                     shape, runs, lambda r: r.rate(staging) / r.rate(R.PRODUCER_TOOL), lambda v: v >= 0.50,
+                     lambda v: f"{v:.0%}"),
+        _ratio_check("Kafka commit copy records/s ÷ producer tool records/s: ≥ 50%",
+                     shape, runs, lambda r: r.rate(R.atomic("commit.kafka")) / r.rate(R.PRODUCER_TOOL),
+                     lambda v: v >= 0.50, lambda v: f"{v:.0%}"),
+        _ratio_check("Postgres commit (COMMIT PREPARED), slowest repetition: < 50 ms",
+                     shape, runs, lambda r: r.max(R.atomic("commit.postgres")), lambda v: v < PG_COMMIT_LIMIT_S,
+                     lambda v: f"{v * 1000:.1f} ms"),
+    ]
+    checks.append(_linear(shape, runs))
+    checks.extend(_memory(shape, runs))
+    return checks
+
+
+def _linear(shape: str, runs: list[Run]) -> Check:
+    """Kafka commit records/s at the largest size at least 80% of the best smaller size's."""
+    key = R.atomic("commit.kafka")
+    cells = {r.rows: f"{r.rate(key):,.0f}/s" for r in runs}
+    if len(runs) < 2:
+        return Check("Kafka commit scales linearly (records/s at the largest size ≥ 80% of smaller sizes')",
+                     shape, cells, None)
+    best_smaller = max(r.rate(key) for r in runs[:-1])
+    ok = runs[-1].rate(key) >= 0.8 * best_smaller
+    return Check("Kafka commit scales linearly (records/s at the largest size ≥ 80% of smaller sizes')",
+                 shape, cells, ok, f"largest ÷ best smaller: {runs[-1].rate(key) / best_smaller:.2f}")
+
+
+def _memory(shape: str, runs: list[Run]) -> list[Check]:
+    checks = []
+    for kind, label in (("jvm", "Spark driver JVM"), ("workers", "Python workers")):
+        target = f"peak RSS of the {label} during the atomic load ÷ at the smallest size: ≤ 1.5"
+        base = runs[0].peak_rss("atomic", kind)
+        cells = {r.rows: f"{r.peak_rss('atomic', kind) / 2**20:,.0f} MB ({r.peak_rss('atomic', kind) / base:.2f}x)"
+                 if base else "–" for r in runs}
+        ok = None if len(runs) < 2 or not base else runs[-1].peak_rss("atomic", kind) <= 1.5 * base
+        checks.append(Check(target, shape, cells, ok))
+    return checks
