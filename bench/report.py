@@ -131,6 +131,7 @@ def _size(run: Run) -> list[str]:
         if run.has(key):
             out.append(f"| {LABELS[key]} | {_s(run.median(key))} | {_s(run.min(key))} | {_s(run.max(key))} "
                        f"| {_rate(run.rows, run.median(key))} |")
+    out += _where_staging_goes(run)
     tool = [r.get("producer_tool") for r in run.reps if r.get("producer_tool")]
     if tool:
         out += ["", f"Producer tool: {tool[-1]['mb_per_s']:.1f} MB/s; wall time with JVM start-up "
@@ -149,3 +150,16 @@ def _size(run: Run) -> list[str]:
         out.append(f"| {name} | {run.peak_rss(group, 'jvm') / MB:,.0f} | {run.peak_rss(group, 'workers') / MB:,.0f} "
                    f"| {run.peak_rss(group, 'py_driver') / MB:,.0f} |")
     return out + [""]
+
+
+def _where_staging_goes(run: Run) -> list[str]:
+    keys = [R.atomic("prepare.staging"), *(R.breakdown(v) for v in VARIANTS)]
+    if not all(run.has(k) for k in keys):
+        return []
+    staging, transfer, pg, kafka = (run.median(k) for k in keys)
+    pg_side, kafka_side = pg - transfer, kafka - transfer
+    return ["", f"Where the staging pass goes (medians): {_s(staging)} in all; rows to Python as Arrow "
+            f"{_s(transfer)} ({transfer / staging:.0%}), the Postgres side (CSV + COPY) {_s(pg_side)} "
+            f"({pg_side / staging:.0%}), the Kafka side (produce, acks) {_s(kafka_side)} ({kafka_side / staging:.0%}); "
+            f"their sum {_s(transfer + pg_side + kafka_side)}. (Differences of separate passes: read them where "
+            "the passes take seconds; at small sizes fixed costs and noise dominate.)"]
