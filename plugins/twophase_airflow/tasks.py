@@ -16,7 +16,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from twophase import coordinator, ids
 from twophase.log import TransactionLog, UnknownLoad
 from twophase.outcome import Outcome
-from twophase.spec import KafkaTarget, LoadSpec, PostgresTarget, SpecError
+from twophase.spec import Connections, KafkaTarget, LoadSpec, PostgresTarget, SpecError
 from twophase.states import State
 from twophase.voting import MaxRejectedShare, MinRows
 
@@ -28,6 +28,12 @@ log = logging.getLogger("twophase")
 
 def load_id(pipeline: str, context) -> str:
     return ids.load_id_for(pipeline, context["run_id"])
+
+
+def _the_load(cfg: LoadConfig, pipeline: str, context) -> tuple[str, Connections, TransactionLog]:
+    """The run's load id, the servers from the Airflow connections, and the log."""
+    conns = from_airflow(cfg.pg_conn_id, cfg.kafka_conn_id)
+    return load_id(pipeline, context), conns, TransactionLog(conns.pg_dsn)
 
 
 def load_day(params: dict, context) -> date:
@@ -84,9 +90,7 @@ def begin(cfg: LoadConfig, pipeline: str, context) -> bool:
 
 def vote(cfg: LoadConfig, pipeline: str, context, commit_task: str, rollback_task: str) -> str:
     """Gather the votes, apply the quality gates, log the decision durably, branch."""
-    lid = load_id(pipeline, context)
-    conns = from_airflow(cfg.pg_conn_id, cfg.kafka_conn_id)
-    txlog = TransactionLog(conns.pg_dsn)
+    lid, conns, txlog = _the_load(cfg, pipeline, context)
     try:
         txlog.get(lid)
     except UnknownLoad:
@@ -118,9 +122,7 @@ def _vote_detail(participant: str, detail: dict) -> str:
 
 def commit(cfg: LoadConfig, pipeline: str, context, assets) -> None:
     """Phase 2, COMMIT: Kafka's copy, then COMMIT PREPARED; emits the assets."""
-    lid = load_id(pipeline, context)
-    conns = from_airflow(cfg.pg_conn_id, cfg.kafka_conn_id)
-    txlog = TransactionLog(conns.pg_dsn)
+    lid, conns, txlog = _the_load(cfg, pipeline, context)
     try:
         outcomes = coordinator.commit(txlog, conns, lid)
     except (coordinator.LoadAborted, coordinator.ProtocolViolation) as exc:
@@ -140,9 +142,7 @@ def commit(cfg: LoadConfig, pipeline: str, context, assets) -> None:
 
 def rollback(cfg: LoadConfig, pipeline: str, context) -> None:
     """Phase 2, ABORT: discard everything the load staged and say what and why."""
-    lid = load_id(pipeline, context)
-    conns = from_airflow(cfg.pg_conn_id, cfg.kafka_conn_id)
-    txlog = TransactionLog(conns.pg_dsn)
+    lid, conns, txlog = _the_load(cfg, pipeline, context)
     before = txlog.get(lid)
     log.warning("rolling back load %s; reason: %s", lid, before.reason or "prepare did not finish")
     try:
@@ -165,8 +165,8 @@ def rollback(cfg: LoadConfig, pipeline: str, context) -> None:
 
 def finish(cfg: LoadConfig, pipeline: str, context) -> None:
     """Fails the DAG run when the load was rolled back: a rollback never shows as success."""
-    lid = load_id(pipeline, context)
-    load = TransactionLog(from_airflow(cfg.pg_conn_id, cfg.kafka_conn_id).pg_dsn).get(lid)
+    lid, _conns, txlog = _the_load(cfg, pipeline, context)
+    load = txlog.get(lid)
     if load.state == State.COMMITTED:
         log.info("load %s COMMITTED: %s rows; see `python -m twophase show %s`", lid, load.expected_rows, lid)
         return
