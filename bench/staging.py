@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from twophase import spark_stage
 from twophase.participants.kafka import PartitionProducer
@@ -55,7 +56,7 @@ class _Transfer:
 
 
 class _NoKafka:
-    def produce(self, keys, values) -> None:
+    def produce(self, keys, values, checksum) -> None:
         pass
 
 
@@ -85,7 +86,8 @@ class _KafkaOnly:
         for batch in batches:
             if batch.num_rows:
                 self.kafka.produce(batch.column(spark_stage.KEY).to_pylist(),
-                                   batch.column(spark_stage.VALUE).to_pylist())
+                                   batch.column(spark_stage.VALUE).to_pylist(),
+                                   pc.sum(batch.column(spark_stage.CRC)).as_py())
                 rows += batch.num_rows
         self.kafka.flush()
         yield _result(rows)
@@ -93,12 +95,7 @@ class _KafkaOnly:
 
 def _pass(data: Dataset, function) -> float:
     """One mapInArrow pass over the same select as spark_stage.stage; seconds."""
-    from pyspark.sql import functions as F
-
-    columns = data.columns
-    staged = data.df.select(*[F.col(c) for c in columns],
-                            F.col(KEY_COLUMN).cast("string").cast("binary").alias(spark_stage.KEY),
-                            F.to_json(F.struct(*[F.col(c) for c in columns])).cast("binary").alias(spark_stage.VALUE))
+    staged = spark_stage.staged_frame(data.df, data.columns, KEY_COLUMN)
     started = time.perf_counter()
     rows = sum(r.rows for r in staged.mapInArrow(function, "rows long").collect())
     seconds = time.perf_counter() - started

@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from . import failpoints
 from .participants.kafka import PartitionProducer
-from .participants.postgres import PartitionCopy
+from .participants.postgres import PART_COLUMN, PartitionCopy
 
-KEY, VALUE = "_twophase_key", "_twophase_value"
+KEY, VALUE, CRC = "_twophase_key", "_twophase_value", "_twophase_crc"
 # One small row per partition: the same schema for Spark (DDL) and for Arrow.
 RESULT_SCHEMA = "part int, attempt string, rows long, pg_rows long, kafka_checksum decimal(20,0), kafka_ranges string"
 _RESULT_ARROW = pa.schema([("part", pa.int32()), ("attempt", pa.string()), ("rows", pa.int64()),
@@ -34,40 +35,36 @@ _RESULT_ARROW = pa.schema([("part", pa.int32()), ("attempt", pa.string()), ("row
 
 class _CsvStream:
     """File-like object psycopg2's COPY reads from: pulls Arrow batches on demand,
-    produces each batch to Kafka, and hands its rows to COPY as CSV."""
+    produces each batch to Kafka, and hands its rows to COPY as CSV.
+
+    Each read() returns one whole batch as CSV, whatever size COPY asks for (psycopg2
+    sends any length it gets), so no buffer is sliced or copied twice."""
 
     def __init__(self, batches: Iterator[pa.RecordBatch], columns: list[str], part: int, kafka: PartitionProducer):
         self._batches, self._columns, self._part, self._kafka = batches, columns, part, kafka
-        self._buffer = b""
         self._options = pacsv.WriteOptions(include_header=False)
         self.rows = 0
         self._batches_seen = 0
 
     def read(self, size: int = -1) -> bytes:
-        while size < 0 or len(self._buffer) < size:
-            batch = next(self._batches, None)
-            if batch is None:
-                break
-            self._write(batch)
-        if size < 0:
-            chunk, self._buffer = self._buffer, b""
-        else:
-            chunk, self._buffer = self._buffer[:size], self._buffer[size:]
-        return chunk
+        for batch in self._batches:
+            if batch.num_rows:
+                return self._write(batch)
+        return b""
 
-    def _write(self, batch: pa.RecordBatch) -> None:
-        if batch.num_rows == 0:
-            return
-        self._kafka.produce(batch.column(KEY).to_pylist(), batch.column(VALUE).to_pylist())
-        table = pa.Table.from_batches([batch]).select(self._columns)
-        table = table.append_column("_part", pa.array([self._part] * batch.num_rows, pa.int32()))
+    def _write(self, batch: pa.RecordBatch) -> bytes:
+        self._kafka.produce(batch.column(KEY).to_pylist(), batch.column(VALUE).to_pylist(),
+                            pc.sum(batch.column(CRC)).as_py())
+        part = pa.repeat(pa.scalar(self._part, pa.int32()), batch.num_rows)
+        rows = pa.RecordBatch.from_arrays([*(batch.column(c) for c in self._columns), part],
+                                          names=[*self._columns, PART_COLUMN])
         sink = io.BytesIO()
-        pacsv.write_csv(table, sink, self._options)
-        self._buffer += sink.getvalue()
+        pacsv.write_csv(rows, sink, self._options)
         self.rows += batch.num_rows
         self._batches_seen += 1
         if self._batches_seen == 1:
             failpoints.hit("spark.partition_midway")
+        return sink.getvalue()
 
 
 @dataclass
@@ -101,22 +98,29 @@ class StagePartition:
         }], schema=_RESULT_ARROW)
 
 
-def stage(df, columns: list[str], key_column: str, pg: PartitionCopy, kafka: PartitionProducer) -> list[dict]:
-    """Stage df to both participants; return one result per Spark partition.
-
-    df must have every column of `columns` (the target table's, without load_id); the
-    Kafka record of a row has key `key_column` and value: the row as a JSON object.
-    """
+def staged_frame(df, columns: list[str], key_column: str):
+    """What the staging pass streams: the target's `columns`, then each row's Kafka record
+    (key: `key_column`; value: the row as a JSON object) and the record's checksum."""
     from pyspark.sql import functions as F
 
     missing = [c for c in [*columns, key_column] if c not in df.columns]
     if missing:
         raise ValueError(f"the DataFrame lacks columns the targets need: {missing}; it has {df.columns}")
-    staged = df.select(
-        *[F.col(c) for c in columns],
-        F.col(key_column).cast("string").cast("binary").alias(KEY),
-        F.to_json(F.struct(*[F.col(c) for c in columns])).cast("binary").alias(VALUE),
-    )
+    key = F.col(key_column).cast("string").cast("binary")
+    value = F.to_json(F.struct(*[F.col(c) for c in columns])).cast("binary")
+    # kafka.record_checksum (CRC-32 of key then value), computed in the JVM and summed
+    # per Arrow batch, so Python does no per-record hashing.
+    crc = F.crc32(F.concat(F.coalesce(key, F.expr("X''")), value))
+    return df.select(*[F.col(c) for c in columns], key.alias(KEY), value.alias(VALUE), crc.alias(CRC))
+
+
+def stage(df, columns: list[str], key_column: str, pg: PartitionCopy, kafka: PartitionProducer) -> list[dict]:
+    """Stage df to both participants; return one result per Spark partition.
+
+    df must have every column of `columns` (the target table's, without load_id) and
+    `key_column`; see staged_frame for the Kafka records.
+    """
+    staged = staged_frame(df, columns, key_column)
     rows = staged.mapInArrow(StagePartition(pg, kafka, columns), RESULT_SCHEMA).collect()
     return [{"part": r.part, "attempt": r.attempt, "rows": r.rows, "pg_rows": r.pg_rows,
              "kafka_checksum": int(r.kafka_checksum), "kafka_ranges": json.loads(r.kafka_ranges)} for r in rows]

@@ -30,11 +30,21 @@ from ..votes import Vote
 
 NAME = "kafka"
 H_LOAD, H_PART, H_ATTEMPT = "load_id", "twophase.part", "twophase.attempt"
-_INTERNAL_HEADERS = (H_PART, H_ATTEMPT)
 _FENCE_TIMEOUT_MS = 60_000  # transaction.timeout.ms of abort's fencing producer (below any broker's limit)
 # Same partitioner as Java clients, so keys land where Java producers would put them.
+# The local queue holds up to 500,000 records or 64 MiB: Python hands records over in
+# Arrow batches faster than the broker acknowledges them, and with librdkafka's default
+# (100,000) the producer spent a third of its time waiting on a full queue. The byte cap
+# keeps a worker's memory bounded whatever the load's size.
 _PRODUCER_BASE = {"partitioner": "murmur2_random", "compression.type": "lz4", "linger.ms": 20,
-                  "batch.size": 1 << 20, "queue.buffering.max.kbytes": 1 << 18}
+                  "batch.size": 1 << 20, "queue.buffering.max.messages": 500_000,
+                  "queue.buffering.max.kbytes": 1 << 16}
+# The copy's consumer: librdkafka pauses fetching a partition for fetch.queue.backoff.ms
+# (default 1 s) whenever its local queue is past queued.min.messages; the copy drains
+# that queue in well under a second, so the default left it idle most of the time
+# (1M records: 8.7 s at the default, 4.9 s at 10 ms). Memory stays bounded by
+# queued.max.messages.kbytes (64 MiB).
+_COPY_CONSUMER = {"fetch.queue.backoff.ms": 10}
 
 
 def _produce(producer: Producer, topic: str, value, key, headers, on_delivery=None) -> None:
@@ -69,7 +79,13 @@ def _patiently(call, patience_s: float = 60.0):
 
 
 def record_checksum(key: bytes | None, value: bytes | None) -> int:
+    """CRC-32 of key then value; spark_stage computes the same in Spark (crc32 of concat)."""
     return zlib.crc32(value or b"", zlib.crc32(key or b""))
+
+
+def public_headers(load_id: str, headers: dict[str, str]) -> list[tuple[str, bytes]]:
+    """The headers of every record the load publishes: load_id, then the target's own."""
+    return [(H_LOAD, load_id.encode()), *((k, v.encode()) for k, v in sorted(headers.items()))]
 
 
 def ensure_topics(bootstrap: str, target: KafkaTarget) -> None:
@@ -97,13 +113,15 @@ class PartitionProducer:
 
     def __init__(self, bootstrap: str, staging_topic: str, load_id: str, headers: dict[str, str]):
         self.bootstrap, self.staging_topic, self.load_id = bootstrap, staging_topic, load_id
-        self.extra_headers = [(k, v.encode()) for k, v in sorted(headers.items())]
+        self.headers = headers
 
     def open(self, part: int, attempt: str) -> None:
         self._producer = Producer({**_PRODUCER_BASE, "bootstrap.servers": self.bootstrap,
                                    "enable.idempotence": True, "acks": "all"})
-        self._headers = [(H_LOAD, self.load_id.encode()), (H_PART, str(part).encode()),
-                         (H_ATTEMPT, attempt.encode()), *self.extra_headers]
+        # The promoted record's headers with the internal ones after load_id, in this
+        # order: the commit copy reads the first three by position (_StagedFilter).
+        load, *extra = public_headers(self.load_id, self.headers)
+        self._headers = [load, (H_PART, str(part).encode()), (H_ATTEMPT, attempt.encode()), *extra]
         self.ranges: dict[int, list[int]] = {}  # staging partition -> [first, last, count]
         self.errors: list[str] = []
         self.checksum = 0
@@ -113,22 +131,28 @@ class PartitionProducer:
         if err is not None:
             self.errors.append(str(err))
             return
-        r = self.ranges.get(msg.partition())
+        offset, r = msg.offset(), self.ranges.get(msg.partition())
         if r is None:
-            self.ranges[msg.partition()] = [msg.offset(), msg.offset(), 1]
-        else:
-            r[0], r[1], r[2] = min(r[0], msg.offset()), max(r[1], msg.offset()), r[2] + 1
+            self.ranges[msg.partition()] = [offset, offset, 1]
+            return
+        if offset < r[0]:
+            r[0] = offset
+        if offset > r[1]:
+            r[1] = offset
+        r[2] += 1
 
-    def produce(self, keys: list, values: list) -> None:
+    def produce(self, keys: list, values: list, checksum: int) -> None:
+        """Queue one batch of records (bytes or str); `checksum`: the sum of the batch's
+        record_checksum values, computed by the caller (spark_stage does it in Spark)."""
         producer, topic, headers, callback = self._producer, self.staging_topic, self._headers, self._delivered
-        checksum = self.checksum
+        send = producer.produce
         for key, value in zip(keys, values):
-            key = key.encode() if isinstance(key, str) else key
-            value = value.encode() if isinstance(value, str) else value
-            checksum += record_checksum(key, value)
-            _produce(producer, topic, value, key, headers, callback)
-        self._producer.poll(0)
-        self.checksum = checksum % (1 << 64)
+            try:
+                send(topic, value, key, headers=headers, on_delivery=callback)
+            except BufferError:
+                _produce(producer, topic, value, key, headers, callback)
+        producer.poll(0)
+        self.checksum = (self.checksum + checksum) % (1 << 64)
         self.records += len(keys)
 
     def flush(self) -> dict[int, list[int]]:
@@ -207,7 +231,7 @@ class KafkaParticipant:
                              "transaction.timeout.ms": self.target.transaction_timeout_ms})
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.copy_id,
                              "enable.auto.commit": False, "isolation.level": "read_committed",
-                             "auto.offset.reset": "error"})
+                             "auto.offset.reset": "error", **_COPY_CONSUMER})
         in_transaction = False
         try:
             try:
@@ -263,13 +287,15 @@ class KafkaParticipant:
             consumer.close()
 
     def _copy(self, producer, consumer, detail, ranges, expected, deadline) -> tuple[int, int]:
-        staging, topic, load = detail["staging_topic"], self.target.topic, self.load_id.encode()
-        attempts = {int(k): v.encode() for k, v in detail["attempts"].items()}
+        staging, topic = detail["staging_topic"], self.target.topic
+        ours = _StagedFilter(self.load_id, detail["attempts"], ranges)
+        headers = public_headers(self.load_id, self.target.headers)
         consumer.assign([TopicPartition(staging, p, r[0]) for p, r in ranges.items()])
-        pending = dict(ranges)
+        last = {p: r[1] for p, r in ranges.items()}  # staging partition -> last offset to copy
         copied = checksum = 0
-        half_reported = False
-        while pending:
+        half = (expected + 1) // 2
+        send = producer.produce
+        while last:
             if time.monotonic() > deadline:
                 raise _CopyTimedOut(f"copied {copied} of {expected} records before the deadline")
             # A short timeout: the last partial batch must not wait a whole second.
@@ -277,24 +303,24 @@ class KafkaParticipant:
                 if msg.error() is not None:
                     raise KafkaException(msg.error())
                 p, offset = msg.partition(), msg.offset()
-                rng = pending.get(p)
-                if rng is None:
+                end = last.get(p)
+                if end is None:
                     continue
-                if offset >= rng[1]:
-                    del pending[p]
+                if offset >= end:
+                    del last[p]
                     consumer.pause([TopicPartition(staging, p)])
-                    if offset > rng[1]:
+                    if offset > end:
                         continue
-                headers = msg.headers() or []
-                h = dict(headers)
-                if h.get(H_LOAD) != load or attempts.get(int(h.get(H_PART, b"-1"))) != h.get(H_ATTEMPT):
+                if p not in ours.dense and not ours.promotes(msg.headers()):
                     continue  # another load's record, or one of a failed task attempt
                 key, value = msg.key(), msg.value()
                 checksum += record_checksum(key, value)
-                _produce(producer, topic, value, key, [x for x in headers if x[0] not in _INTERNAL_HEADERS])
+                try:
+                    send(topic, value, key, headers=headers)
+                except BufferError:
+                    _produce(producer, topic, value, key, headers)
                 copied += 1
-                if not half_reported and copied * 2 >= expected:
-                    half_reported = True
+                if copied == half:
                     producer.flush(60)
                     failpoints.hit("kafka.copy_middle")
             producer.poll(0)
@@ -355,3 +381,27 @@ class KafkaParticipant:
 
 class _CopyTimedOut(Exception):
     pass
+
+
+class _StagedFilter:
+    """Which staged records the copy promotes: this load's, from the winning attempt of
+    their Spark partition.
+
+    Where a staging partition's range is dense (the winners' record count equals
+    last - first + 1 offsets), every record in it is a winner's, so the copy need not
+    read its headers: reading them costs a third of the copy. Other ranges (failed
+    attempts, or another load staging to the same topic at the same time) are filtered
+    record by record; the count and checksum checked after the copy cover both ways.
+    """
+
+    def __init__(self, load_id: str, attempts: dict[str, str], ranges: dict[int, list[int]]):
+        self.dense = {p for p, (first, last, count) in ranges.items() if last - first + 1 == count}
+        self._load = (H_LOAD, load_id.encode())
+        # (twophase.part header) -> (twophase.attempt header) of the winning attempt
+        self._winners = {(H_PART, part.encode()): (H_ATTEMPT, attempt.encode()) for part, attempt in attempts.items()}
+
+    def promotes(self, headers: list | None) -> bool:
+        """PartitionProducer writes load_id, twophase.part, twophase.attempt first, in that
+        order; read by position, a record costs three tuple comparisons, not a dict."""
+        return (bool(headers) and len(headers) >= 3 and headers[0] == self._load
+                and self._winners.get(headers[1]) == headers[2])
