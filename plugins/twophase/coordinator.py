@@ -167,7 +167,8 @@ def _live_checks(load: Load, votes: dict[str, Vote], conns: Connections) -> list
 
 
 def commit(log: TransactionLog, conns: Connections, load_id: str) -> list[Outcome]:
-    """Phase 2, COMMIT: Kafka's copy first, then COMMIT PREPARED, then log COMMITTED.
+    """Phase 2, COMMIT: Kafka's copy first, then COMMIT PREPARED, then log COMMITTED,
+    then drop Postgres' staging table (left to recovery if that fails).
 
     Kafka fails for good before Postgres committed: roll back, end ABORTED, raise
     LoadAborted. Postgres lost its prepared transaction after Kafka committed: VIOLATED,
@@ -197,6 +198,10 @@ def commit(log: TransactionLog, conns: Connections, load_id: str) -> list[Outcom
         log.transition(load_id, State.VIOLATED, reason=reason)
         raise ProtocolViolation(f"load {load_id} VIOLATED: {reason}")
     log.transition(load_id, State.COMMITTED)
+    failpoints.hit("coordinator.committed_logged")
+    left = parts.postgres.clean_up()
+    if left:
+        postgres = replace(postgres, counts={**postgres.counts, "staging": left})
     return [kafka, postgres]
 
 

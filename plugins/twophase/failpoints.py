@@ -22,6 +22,7 @@ POINTS = (
     "kafka.copy_middle",            # half of the Kafka copy produced, not committed
     "kafka.copy_committed",         # Kafka copy committed, COMMIT PREPARED not yet sent
     "pg.committed",                 # COMMIT PREPARED done, log not yet COMMITTED
+    "coordinator.committed_logged", # COMMITTED logged, Postgres staging not yet dropped
     "rollback.middle",              # Kafka side rolled back, Postgres not yet
 )
 

@@ -5,9 +5,10 @@
 - stage (executors, PartitionCopy): each Spark partition COPYs its rows into staging in
   one transaction that first deletes rows an earlier attempt of the same partition left.
 - pre-commit (driver): in one transaction, delete the replaced rows (mode replace), insert
-  staging into the target with the load id, write the commit marker, drop staging, and
-  end with PREPARE TRANSACTION. Nothing is visible yet; everything survives a crash.
-- commit: COMMIT PREPARED (constant time). abort: ROLLBACK PREPARED and drop staging.
+  staging into the target with the load id, write the commit marker, and end with
+  PREPARE TRANSACTION. Nothing is visible yet; everything survives a crash.
+- commit: COMMIT PREPARED (constant time), then clean_up drops staging. abort: ROLLBACK
+  PREPARED and drop staging.
 Both are idempotent: the marker row, committed or rolled back with the load, tells a
 retry what already happened.
 """
@@ -101,6 +102,9 @@ def rollback_gid(dsn: str, gid: str) -> bool:
 
 def drop_staging_table(dsn: str, name: str) -> None:
     with _autocommit(dsn) as cur:
+        # A prepared transaction that read the table holds a lock on it until resolved:
+        # fail with a clear error rather than wait for it forever.
+        cur.execute("set lock_timeout = '10s'")
         cur.execute(sql.SQL("drop table if exists {}").format(sql.Identifier(ids.STAGING_SCHEMA, name)))
 
 
@@ -220,7 +224,9 @@ class PostgresParticipant:
                 rows = cur.rowcount
                 cur.execute(f"insert into {MARKERS} (gid, load_id, rows, deleted) values (%s, %s, %s, %s)",
                             (self.gid, self.load_id, rows, deleted))
-                cur.execute(f"drop table {self.staging}")
+                # Staging is dropped after COMMIT PREPARED (clean_up), not in here: a dropped
+                # table's files are unlinked by the commit, which made COMMIT PREPARED grow
+                # with the load (105 ms at 5M rows; 0.2 ms without the drop).
                 failpoints.hit("pg.before_prepare")
                 cur.execute("prepare transaction %s", (self.gid,))
                 failpoints.hit("pg.after_prepare")
@@ -252,6 +258,15 @@ class PostgresParticipant:
             return Outcome(NAME, Kind.DONE, counts={"rows": marker[0], "deleted": marker[1]} if marker else {})
         except psycopg2.OperationalError as exc:
             return Outcome(NAME, Kind.RETRY_LATER, f"Postgres unreachable: {str(exc).strip()}")
+
+    def clean_up(self) -> str:
+        """After the commit: drop the staging table. '' when done, else why it was left
+        (recovery's orphan sweep drops it later); never raises, the load is committed."""
+        try:
+            drop_staging_table(self.dsn, ids.staging_table(self.load_id))
+        except psycopg2.Error as exc:
+            return f"staging table {self.staging} left for recovery: {str(exc).strip()}"
+        return ""
 
     def abort(self, vote: Vote | None = None) -> Outcome:
         """ROLLBACK PREPARED and drop staging. Handles: prepared (rolled back now); never
