@@ -114,3 +114,45 @@ def test_rollback_after_failed_prepare_drops_staging(spark, txlog, conns, target
     coordinator.rollback(txlog, conns, spec.load_id)
     assert txlog.get(spec.load_id).state == State.ABORTED
     assert not _staging_exists(conns.pg_dsn, spec.load_id)
+
+
+def test_timestamps_land_as_the_same_instants(spark, txlog, conns, pg_dsn, unique_name):
+    """Zoned timestamps (staged as naive UTC for speed) and naive ones arrive exactly, to
+    the microsecond, whatever Spark's session time zone, the Postgres sessions' time zone
+    (Tokyo here, set on the connections) and across a DST change."""
+    from pyspark.sql import functions as F
+
+    from twophase.spec import Connections
+
+    sep = "&" if "?" in pg_dsn else "?"
+    tokyo = Connections(f"{pg_dsn}{sep}options=-c%20TimeZone%3DAsia%2FTokyo", conns.kafka_bootstrap)
+
+    table = f"core_tests.{unique_name}"
+    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+        cur.execute("create schema if not exists core_tests")
+        cur.execute(f"""create table {table} (customer_id text primary key, at timestamptz,
+                        wall timestamp, load_id text not null)""")
+    instants = {"c1": "2026-03-08T06:59:59.999999Z", "c2": "2026-03-08T07:00:00.000001Z",  # around New York's DST
+                "c3": "1999-12-31T23:59:59.5Z", "c4": None}
+    previous = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        df = spark.createDataFrame([(k, v) for k, v in instants.items()], "customer_id string, iso string").select(
+            "customer_id", F.to_timestamp("iso").alias("at"),
+            F.to_timestamp_ntz(F.lit("2026-11-20 23:30:00.25")).alias("wall"))
+        spec = make_spec({"table": table, "topic": unique_name.replace("_", "-")})
+        coordinator.begin(txlog, spec)
+        coordinator.prepare(txlog, tokyo, spec.load_id, df)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", previous)
+    assert coordinator.vote(txlog, tokyo, spec.load_id).state == State.COMMITTING
+    coordinator.commit(txlog, tokyo, spec.load_id)
+    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+        cur.execute("set time zone 'Asia/Tokyo'")  # the reader's zone must not matter
+        cur.execute(f"""select customer_id, to_char(at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                        wall::text from {table} order by customer_id""")
+        rows = cur.fetchall()
+    assert rows == [("c1", "2026-03-08T06:59:59.999999Z", "2026-11-20 23:30:00.25"),
+                    ("c2", "2026-03-08T07:00:00.000001Z", "2026-11-20 23:30:00.25"),
+                    ("c3", "1999-12-31T23:59:59.500000Z", "2026-11-20 23:30:00.25"),
+                    ("c4", None, "2026-11-20 23:30:00.25")]

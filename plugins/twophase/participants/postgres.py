@@ -122,6 +122,7 @@ class PartitionCopy:
     def open(self, part: int):
         self._conn = _connect(self.dsn, autocommit=False)
         cur = self._conn.cursor()
+        cur.execute("set local time zone 'UTC'")  # the CSV's timestamps are UTC (spark_stage)
         cur.execute("select pg_advisory_xact_lock(hashtext(%s), %s)", (self.staging, part))
         cur.execute(sql.SQL("delete from {} where {} = %s").format(
             sql.SQL(self.staging), sql.Identifier(PART_COLUMN)), (part,))
