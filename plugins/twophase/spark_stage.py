@@ -3,7 +3,7 @@
 Each Spark partition streams through once, as Arrow batches (mapInArrow): every batch is
 produced to the Kafka staging topic and written as CSV into one COPY into the Postgres
 staging table. No data row reaches the driver; the driver gets one small result per
-partition (counts, offset ranges, checksum), from successful task attempts only.
+partition (counts, checksum), from successful task attempts only.
 
 Works on a cluster: ship this package with --py-files; executors need network access to
 Postgres and Kafka, nothing else.
@@ -12,7 +12,6 @@ Postgres and Kafka, nothing else.
 from __future__ import annotations
 
 import io
-import json
 import uuid
 from dataclasses import dataclass
 from typing import Iterator
@@ -27,10 +26,10 @@ from .participants.postgres import PART_COLUMN, PartitionCopy
 
 KEY, VALUE, CRC = "_twophase_key", "_twophase_value", "_twophase_crc"
 # One small row per partition: the same schema for Spark (DDL) and for Arrow.
-RESULT_SCHEMA = "part int, attempt string, rows long, pg_rows long, kafka_checksum decimal(20,0), kafka_ranges string"
+RESULT_SCHEMA = "part int, attempt string, rows long, pg_rows long, kafka_checksum decimal(20,0), kafka_records long"
 _RESULT_ARROW = pa.schema([("part", pa.int32()), ("attempt", pa.string()), ("rows", pa.int64()),
                           ("pg_rows", pa.int64()), ("kafka_checksum", pa.decimal128(20, 0)),
-                          ("kafka_ranges", pa.string())])
+                          ("kafka_records", pa.int64())])
 
 
 class _CsvStream:
@@ -95,7 +94,7 @@ class StagePartition:
             self.kafka.open(part, attempt)
             stream = _CsvStream(batches, self.columns, part, self.kafka)
             pg_rows = self.pg.copy(stream)
-            ranges = self.kafka.flush()
+            records = self.kafka.flush()
             if pg_rows != stream.rows:
                 raise RuntimeError(f"partition {part}: COPY took {pg_rows} rows of {stream.rows}")
             self.pg.commit()
@@ -104,7 +103,7 @@ class StagePartition:
         failpoints.hit("spark.partition_staged")
         yield pa.RecordBatch.from_pylist([{
             "part": part, "attempt": attempt, "rows": stream.rows, "pg_rows": pg_rows,
-            "kafka_checksum": self.kafka.checksum, "kafka_ranges": json.dumps(ranges),
+            "kafka_checksum": self.kafka.checksum, "kafka_records": records,
         }], schema=_RESULT_ARROW)
 
 
@@ -133,4 +132,4 @@ def stage(df, columns: list[str], key_column: str, pg: PartitionCopy, kafka: Par
     staged = staged_frame(df, columns, key_column)
     rows = staged.mapInArrow(StagePartition(pg, kafka, columns), RESULT_SCHEMA).collect()
     return [{"part": r.part, "attempt": r.attempt, "rows": r.rows, "pg_rows": r.pg_rows,
-             "kafka_checksum": int(r.kafka_checksum), "kafka_ranges": json.loads(r.kafka_ranges)} for r in rows]
+             "kafka_checksum": int(r.kafka_checksum), "kafka_records": r.kafka_records} for r in rows]

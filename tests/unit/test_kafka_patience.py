@@ -23,6 +23,12 @@ def test_retries_a_coordinator_that_is_loading_or_moving():
     assert len(calls) == 3
 
 
+def test_retries_a_new_topic_whose_leader_is_not_there_yet():
+    call, calls = _failing([KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION])
+    assert _patiently(call) == "answer"
+    assert len(calls) == 3
+
+
 def test_raises_other_errors_at_once():
     call, calls = _failing([KafkaError.TOPIC_AUTHORIZATION_FAILED])
     with pytest.raises(KafkaException):

@@ -57,21 +57,23 @@ def _produce(producer: Producer, topic: str, value, key, headers, on_delivery=No
             producer.poll(0.1)
 
 
-# Coordinator errors a young or busy broker returns while __consumer_offsets or the
-# transaction log is loading or moving; they clear within seconds.
-_COORDINATOR_BUSY = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-                     KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError._TIMED_OUT}
+# Errors that clear within seconds: a young or busy broker's while __consumer_offsets or
+# the transaction log is loading or moving, and a new topic's until its partitions have
+# their leader.
+_PASSING = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+            KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError._TIMED_OUT,
+            KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE}
 
 
 def _patiently(call, patience_s: float = 60.0):
-    """call(), retried with backoff while Kafka answers with a passing coordinator error."""
+    """call(), retried with backoff while Kafka answers with a passing error."""
     deadline, pause = time.monotonic() + patience_s, 0.2
     while True:
         try:
             return call()
         except KafkaException as exc:
             err = exc.args[0]
-            passing = err.code() in _COORDINATOR_BUSY or err.retriable()
+            passing = err.code() in _PASSING or err.retriable()
             if not passing or time.monotonic() + pause > deadline:
                 raise
             time.sleep(pause)
@@ -109,61 +111,52 @@ def ensure_topics(bootstrap: str, target: KafkaTarget) -> None:
 
 
 class PartitionProducer:
-    """Executor side: stage one Spark partition's records. Picklable (plain fields only)."""
+    """Executor side: stage one Spark partition's records. Picklable (plain fields only).
+
+    Librdkafka reports only failed deliveries (delivery.report.only.error): a Python
+    callback per record took a quarter of the staging workers' time. Which offsets the
+    load's records got comes from the staging topic's watermarks (KafkaParticipant)."""
 
     def __init__(self, bootstrap: str, staging_topic: str, load_id: str, headers: dict[str, str]):
         self.bootstrap, self.staging_topic, self.load_id = bootstrap, staging_topic, load_id
         self.headers = headers
 
     def open(self, part: int, attempt: str) -> None:
+        self.errors: list[str] = []
         self._producer = Producer({**_PRODUCER_BASE, "bootstrap.servers": self.bootstrap,
-                                   "enable.idempotence": True, "acks": "all"})
+                                   "enable.idempotence": True, "acks": "all",
+                                   "delivery.report.only.error": True, "on_delivery": self._failed})
         # The promoted record's headers with the internal ones after load_id, in this
         # order: the commit copy reads the first three by position (_StagedFilter).
         load, *extra = public_headers(self.load_id, self.headers)
         self._headers = [load, (H_PART, str(part).encode()), (H_ATTEMPT, attempt.encode()), *extra]
-        self.ranges: dict[int, list[int]] = {}  # staging partition -> [first, last, count]
-        self.errors: list[str] = []
         self.checksum = 0
         self.records = 0
 
-    def _delivered(self, err, msg) -> None:
-        if err is not None:
-            self.errors.append(str(err))
-            return
-        offset, r = msg.offset(), self.ranges.get(msg.partition())
-        if r is None:
-            self.ranges[msg.partition()] = [offset, offset, 1]
-            return
-        if offset < r[0]:
-            r[0] = offset
-        if offset > r[1]:
-            r[1] = offset
-        r[2] += 1
+    def _failed(self, err, msg) -> None:
+        self.errors.append(str(err))
 
     def produce(self, keys: list, values: list, checksum: int) -> None:
         """Queue one batch of records (bytes or str); `checksum`: the sum of the batch's
         record_checksum values, computed by the caller (spark_stage does it in Spark)."""
-        producer, topic, headers, callback = self._producer, self.staging_topic, self._headers, self._delivered
+        producer, topic, headers = self._producer, self.staging_topic, self._headers
         send = producer.produce
         for key, value in zip(keys, values):
             try:
-                send(topic, value, key, headers=headers, on_delivery=callback)
+                send(topic, value, key, headers=headers)
             except BufferError:
-                _produce(producer, topic, value, key, headers, callback)
+                _produce(producer, topic, value, key, headers)
         producer.poll(0)
         self.checksum = (self.checksum + checksum) % (1 << 64)
         self.records += len(keys)
 
-    def flush(self) -> dict[int, list[int]]:
-        """Wait for every record; raise if any was not acknowledged by all replicas."""
+    def flush(self) -> int:
+        """Wait for every record; the number staged. Raises if any was not acknowledged
+        by all replicas (every record gets exactly one report, and only failures report)."""
         remaining = self._producer.flush(300)
         if remaining or self.errors:
             raise RuntimeError(f"Kafka staging failed: {remaining} records unsent, errors: {self.errors[:3]}")
-        delivered = sum(r[2] for r in self.ranges.values())
-        if delivered != self.records:
-            raise RuntimeError(f"Kafka staging: {self.records} records produced but {delivered} acknowledged")
-        return self.ranges
+        return self.records
 
 
 class KafkaParticipant:
@@ -174,26 +167,50 @@ class KafkaParticipant:
         self.copy_id = ids.copy_transactional_id(load_id)
 
     def begin(self) -> PartitionProducer:
+        """Create the topics; note where the staging topic ends, before anything is staged."""
         ensure_topics(self.bootstrap, self.target)
+        self._staged_from = self._ends()
         return PartitionProducer(self.bootstrap, self.target.staging_topic, self.load_id, self.target.headers)
+
+    def _ends(self) -> dict[int, int]:
+        """Staging partition -> its high watermark (the next offset to be written)."""
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.copy_id,
+                             "enable.auto.commit": False})
+        topic = self.target.staging_topic
+
+        def ends():
+            metadata = consumer.list_topics(topic, timeout=30).topics[topic]
+            if metadata.error is not None or not metadata.partitions:  # a new topic, not yet everywhere
+                raise KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE, f"{topic}: {metadata.error}"))
+            return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                    for p in metadata.partitions}
+        try:
+            return _patiently(ends)
+        finally:
+            consumer.close()
 
     # -- pre-commit ---------------------------------------------------------------------
     def pre_commit(self, results: list[dict], expected_records: int) -> Vote:
-        """Vote on the staged ranges of the successful task attempts (`results`: one dict
-        per Spark partition with keys part, attempt, kafka_ranges, kafka_checksum)."""
-        ranges: dict[int, list[int]] = {}
-        checksum = 0
-        for r in results:
-            checksum = (checksum + r["kafka_checksum"]) % (1 << 64)
-            for partition, (first, last, count) in r["kafka_ranges"].items():
-                cur = ranges.setdefault(int(partition), [first, last, 0])
-                cur[0], cur[1], cur[2] = min(cur[0], first), max(cur[1], last), cur[2] + count
-        records = sum(r[2] for r in ranges.values())
+        """Vote on what the successful task attempts staged (`results`: one dict per Spark
+        partition with keys part, attempt, kafka_records, kafka_checksum).
+
+        Their records lie, per staging partition, between where the topic ended at begin
+        and where it ends now (every attempt flushed with acks=all before reporting), next
+        to any records of failed attempts or of other loads staging at the same time,
+        which the copy skips by their headers."""
+        ends = self._ends()
+        ranges = {p: [first, ends[p] - 1] for p, first in self._staged_from.items() if ends.get(p, first) > first}
+        records = sum(r["kafka_records"] for r in results)
+        checksum = sum(r["kafka_checksum"] for r in results) % (1 << 64)
         detail = {"topic": self.target.topic, "staging_topic": self.target.staging_topic,
                   "ranges": {str(p): r for p, r in sorted(ranges.items())},
                   "attempts": {str(r["part"]): r["attempt"] for r in results}, "checksum": checksum}
+        span = sum(last - first + 1 for first, last in ranges.values())
         if records != expected_records:
             return Vote(NAME, False, records, detail, f"staged {records} records but Spark produced {expected_records}")
+        if span < records:
+            return Vote(NAME, False, records, detail, f"staged {records} records but the staging topic "
+                        f"{self.target.staging_topic} grew by only {span} (partitions added or records deleted?)")
         problem = self.check_ranges(detail)
         return Vote(NAME, not problem, records, detail, problem)
 
@@ -202,7 +219,7 @@ class KafkaParticipant:
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.copy_id,
                              "enable.auto.commit": False})
         try:
-            for partition, (first, last, _count) in detail["ranges"].items():
+            for partition, (first, last) in detail["ranges"].items():
                 low, high = consumer.get_watermark_offsets(
                     TopicPartition(detail["staging_topic"], int(partition)), timeout=30)
                 if low > first or high <= last:
@@ -288,7 +305,7 @@ class KafkaParticipant:
 
     def _copy(self, producer, consumer, detail, ranges, expected, deadline) -> tuple[int, int]:
         staging, topic = detail["staging_topic"], self.target.topic
-        ours = _StagedFilter(self.load_id, detail["attempts"], ranges)
+        ours = _StagedFilter(self.load_id, detail["attempts"], ranges, expected)
         headers = public_headers(self.load_id, self.target.headers)
         consumer.assign([TopicPartition(staging, p, r[0]) for p, r in ranges.items()])
         last = {p: r[1] for p, r in ranges.items()}  # staging partition -> last offset to copy
@@ -387,15 +404,16 @@ class _StagedFilter:
     """Which staged records the copy promotes: this load's, from the winning attempt of
     their Spark partition.
 
-    Where a staging partition's range is dense (the winners' record count equals
-    last - first + 1 offsets), every record in it is a winner's, so the copy need not
-    read its headers: reading them costs a third of the copy. Other ranges (failed
-    attempts, or another load staging to the same topic at the same time) are filtered
-    record by record; the count and checksum checked after the copy cover both ways.
+    When the staged ranges are dense (their offsets add up to the load's record count),
+    every record in them is a winner's, so the copy need not read headers: reading them
+    cost a third of the copy. Otherwise (failed attempts, or another load staging to the
+    same topic at the same time) records are filtered one by one. The count and checksum
+    checked after the copy cover both ways.
     """
 
-    def __init__(self, load_id: str, attempts: dict[str, str], ranges: dict[int, list[int]]):
-        self.dense = {p for p, (first, last, count) in ranges.items() if last - first + 1 == count}
+    def __init__(self, load_id: str, attempts: dict[str, str], ranges: dict[int, list[int]], records: int):
+        dense = sum(last - first + 1 for first, last in ranges.values()) == records
+        self.dense = set(ranges) if dense else set()
         self._load = (H_LOAD, load_id.encode())
         # (twophase.part header) -> (twophase.attempt header) of the winning attempt
         self._winners = {(H_PART, part.encode()): (H_ATTEMPT, attempt.encode()) for part, attempt in attempts.items()}
