@@ -42,6 +42,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-breakdown", action="store_true", help="skip the staging pass's breakdown")
     parser.add_argument("--quick", action="store_true", help="smoke run: sizes 5000,20000, 1 repetition")
     parser.add_argument("--note", default="", help="a line for the report (e.g. what else ran on the machine)")
+    parser.add_argument("--render", metavar="JSON", help="measure nothing: write the report of an earlier run's "
+                        "bench/results/<timestamp>.json again (e.g. after editing bench/findings.md)")
     args = parser.parse_args(argv)
     args.sizes = [int(x) for x in (args.sizes or ("5000,20000" if args.quick else "100000,1000000,5000000")).split(",")]
     args.reps = args.reps or (1 if args.quick else 3)
@@ -85,6 +87,9 @@ def _progress(run: Run, rep: int, reps: int) -> None:
 
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
+    if args.render:
+        render_again(Path(args.render))
+        return
     from twophase.log import TransactionLog
     from twophase.spec import Connections
 
@@ -127,11 +132,24 @@ def main(argv: list[str]) -> None:
     print(f"bench: report written to {path} and {RESULTS / 'latest.md'}", flush=True)
 
 
-def _write(stamp: str, meta: dict, runs: list[Run], clock: float, final: bool) -> Path:
-    meta = {**meta, "elapsed_min": (time.monotonic() - clock) / 60, "load_end": machine.load_average()}
+def render_again(raw: Path) -> None:
+    saved = json.loads(raw.read_text())
+    runs = [Run(**r) for r in saved["runs"]]
+    text = _render(saved["meta"], runs)
+    raw.with_suffix(".md").write_text(text)
+    (RESULTS / "latest.md").write_text(text)
+    print(f"bench: report of {raw.name} written again to {raw.with_suffix('.md')} and {RESULTS / 'latest.md'}")
+
+
+def _render(meta: dict, runs: list[Run]) -> str:
     checks = [c for shape in dict.fromkeys(r.shape for r in runs)
               for c in targets.check(shape, [r for r in runs if r.shape == shape])]
-    text = report.render(meta, runs, checks)
+    return report.render(meta, runs, checks)
+
+
+def _write(stamp: str, meta: dict, runs: list[Run], clock: float, final: bool) -> Path:
+    meta = {**meta, "elapsed_min": (time.monotonic() - clock) / 60, "load_end": machine.load_average()}
+    text = _render(meta, runs)
     path = RESULTS / f"{stamp}.md"
     path.write_text(text)
     (RESULTS / f"{stamp}.json").write_text(json.dumps({"meta": meta, "runs": [r.to_json() for r in runs]}, indent=1))

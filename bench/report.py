@@ -4,6 +4,8 @@ participant, and peak memory."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from . import results as R
 from .atomic import PHASES
 from .staging import VARIANTS
@@ -64,6 +66,7 @@ def render(meta: dict, runs: list[Run], checks: list[Check]) -> str:
     if meta.get("note"):
         out += [meta["note"], ""]
     out += _summary(checks, runs)
+    out += _findings()
     out += _how()
     for shape in dict.fromkeys(r.shape for r in runs):
         shape_runs = sorted((r for r in runs if r.shape == shape), key=lambda r: r.rows)
@@ -85,6 +88,13 @@ def _summary(checks: list[Check], runs: list[Run]) -> list[str]:
         out.append(f"| {c.target} | {c.shape} | {cells} | **{verdict}** |")
     return out + ["", "✗ marks a size where the target is missed. Ratios of times: below 1 is faster than "
                   "the peer. Shares of a limit: the atomic phase's rows/s as a share of the limit's.", ""]
+
+
+def _findings() -> list[str]:
+    """bench/findings.md, read at each render: what the speed work bought, measured one
+    change at a time, and where the time of a load still goes."""
+    path = Path(__file__).with_name("findings.md")
+    return [path.read_text().strip(), ""] if path.exists() else []
 
 
 def _how() -> list[str]:

@@ -52,9 +52,11 @@ def check(shape: str, runs: list[Run]) -> list[Check]:
         _ratio_check("atomic load time ÷ peer writing both, tuned JDBC: ≤ 1.30",
                      shape, runs, lambda r: r.median(load) / r.median(R.BOTH_TUNED), lambda v: v <= 1.3,
                      lambda v: f"{v:.2f}x"),
-        _ratio_check("Postgres staging rows/s ÷ COPY limit rows/s: ≥ 70%",
-                     shape, runs, lambda r: r.rate(staging) / r.rate(R.COPY), lambda v: v >= 0.70,
-                     lambda v: f"{v:.0%}"),
+        _with_note(_ratio_check("Postgres staging rows/s ÷ COPY limit rows/s: ≥ 70%",
+                                shape, runs, lambda r: r.rate(staging) / r.rate(R.COPY), lambda v: v >= 0.70,
+                                lambda v: f"{v:.0%}"),
+                   runs, "the Postgres side alone (staging breakdown) ÷ COPY",
+                   lambda r: r.rate(R.breakdown("postgres_only")) / r.rate(R.COPY)),
         _ratio_check("Kafka staging records/s ÷ producer tool records/s: ≥ 50%",
                      shape, runs, lambda r: r.rate(staging) / r.rate(R.PRODUCER_TOOL), lambda v: v >= 0.50,
                      lambda v: f"{v:.0%}"),
@@ -68,6 +70,18 @@ def check(shape: str, runs: list[Run]) -> list[Check]:
     checks.append(_linear(shape, runs))
     checks.extend(_memory(shape, runs))
     return checks
+
+
+def _with_note(check: Check, runs: list[Run], what: str, value) -> Check:
+    """Add, per size, a related figure (when this run measured it) to the check's note."""
+    figures = []
+    for run in runs:
+        try:
+            figures.append(f"{value(run):.0%} at {run.rows:,}")
+        except ValueError:
+            return check
+    check.note = f"{what}: " + ", ".join(figures)
+    return check
 
 
 def _linear(shape: str, runs: list[Run]) -> Check:
@@ -91,5 +105,12 @@ def _memory(shape: str, runs: list[Run]) -> list[Check]:
         cells = {r.rows: f"{r.peak_rss('atomic', kind) / 2**20:,.0f} MB ({r.peak_rss('atomic', kind) / base:.2f}x)"
                  if base else "–" for r in runs}
         ok = None if len(runs) < 2 or not base else runs[-1].peak_rss("atomic", kind) <= 1.5 * base
-        checks.append(Check(target, shape, cells, ok))
+        note = ""
+        if kind == "jvm" and runs[0].peak_rss(R.SCAN, kind):
+            # In local mode the executors live in the driver JVM, whose heap grows with what
+            # Spark itself reads: the same figure for a plain scan of the input tells them apart.
+            scan = [runs[0].peak_rss(R.SCAN, kind), runs[-1].peak_rss(R.SCAN, kind)]
+            note = (f"Spark's own noop scan of the same input: {scan[0] / 2**20:,.0f} MB → "
+                    f"{scan[1] / 2**20:,.0f} MB ({scan[1] / scan[0]:.2f}x)")
+        checks.append(Check(target, shape, cells, ok, note))
     return checks
