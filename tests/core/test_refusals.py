@@ -148,10 +148,10 @@ def test_transaction_timeout_above_the_brokers_limit_aborts_the_load(spark, txlo
 
 
 # The copy's deadline is 90% of transaction_timeout_ms, here 1000 ms (the least librdkafka
-# accepts). Copying this many records takes about 2 s here (some 20 µs a record), and the
-# copy only ends once its last, partial batch of 10,000 has waited out the fetch timeout
-# (1 s); the deadline is checked after the last batch too, so no machine copies in time.
-SLOW_RECORDS = 100_003
+# accepts). Copying this many records takes about 3 s here (some 5 µs a record), so a
+# machine would have to copy over three times faster to finish in time; the deadline is
+# checked after the last batch too.
+SLOW_RECORDS = 600_003
 
 
 @pytest.mark.slow

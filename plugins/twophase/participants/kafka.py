@@ -57,6 +57,16 @@ def _produce(producer: Producer, topic: str, value, key, headers, on_delivery=No
             producer.poll(0.1)
 
 
+def _connected(client):
+    """The producer or consumer, once connected to a broker: a metadata request makes the
+    connection. Without it, librdkafka waits out a backoff when the first request finds no
+    broker up: an idempotent or transactional producer asks for its producer id again after
+    500 ms (about every other staging task and commit paid that), and the copy's consumer,
+    after committed(), fetched its first records only after ~1 s."""
+    client.list_topics(timeout=30)
+    return client
+
+
 # Errors that clear within seconds: a young or busy broker's while __consumer_offsets or
 # the transaction log is loading or moving, and a new topic's until its partitions have
 # their leader.
@@ -123,9 +133,9 @@ class PartitionProducer:
 
     def open(self, part: int, attempt: str) -> None:
         self.errors: list[str] = []
-        self._producer = Producer({**_PRODUCER_BASE, "bootstrap.servers": self.bootstrap,
-                                   "enable.idempotence": True, "acks": "all",
-                                   "delivery.report.only.error": True, "on_delivery": self._failed})
+        self._producer = _connected(Producer({
+            **_PRODUCER_BASE, "bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
+            "delivery.report.only.error": True, "on_delivery": self._failed}))
         # The promoted record's headers with the internal ones after load_id, in this
         # order: the commit copy reads the first three by position (_StagedFilter).
         load, *extra = public_headers(self.load_id, self.headers)
@@ -243,12 +253,12 @@ class KafkaParticipant:
         detail = vote.detail
         ranges = {int(p): r for p, r in detail["ranges"].items()}
         timeout_s = self.target.transaction_timeout_ms / 1000
-        producer = Producer({**_PRODUCER_BASE, "bootstrap.servers": self.bootstrap,
-                             "transactional.id": self.copy_id, "enable.idempotence": True, "acks": "all",
-                             "transaction.timeout.ms": self.target.transaction_timeout_ms})
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.copy_id,
-                             "enable.auto.commit": False, "isolation.level": "read_committed",
-                             "auto.offset.reset": "error", **_COPY_CONSUMER})
+        producer = _connected(Producer({
+            **_PRODUCER_BASE, "bootstrap.servers": self.bootstrap, "transactional.id": self.copy_id,
+            "enable.idempotence": True, "acks": "all", "transaction.timeout.ms": self.target.transaction_timeout_ms}))
+        consumer = _connected(Consumer({
+            "bootstrap.servers": self.bootstrap, "group.id": self.copy_id, "enable.auto.commit": False,
+            "isolation.level": "read_committed", "auto.offset.reset": "error", **_COPY_CONSUMER}))
         in_transaction = False
         try:
             try:
@@ -328,7 +338,7 @@ class KafkaParticipant:
                     consumer.pause([TopicPartition(staging, p)])
                     if offset > end:
                         continue
-                if p not in ours.dense and not ours.promotes(msg.headers()):
+                if not ours.dense and not ours.promotes(msg.headers()):
                     continue  # another load's record, or one of a failed task attempt
                 key, value = msg.key(), msg.value()
                 checksum += record_checksum(key, value)
@@ -378,8 +388,9 @@ class KafkaParticipant:
         until its retention deletes them."""
         # Fencing opens no transaction, so its timeout only has to be one the broker accepts:
         # a load whose transaction_timeout_ms is above the broker's limit must still roll back.
-        producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.copy_id,
-                             "transaction.timeout.ms": min(self.target.transaction_timeout_ms, _FENCE_TIMEOUT_MS)})
+        producer = _connected(Producer({
+            "bootstrap.servers": self.bootstrap, "transactional.id": self.copy_id,
+            "transaction.timeout.ms": min(self.target.transaction_timeout_ms, _FENCE_TIMEOUT_MS)}))
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.copy_id,
                              "enable.auto.commit": False})
         try:
@@ -412,8 +423,7 @@ class _StagedFilter:
     """
 
     def __init__(self, load_id: str, attempts: dict[str, str], ranges: dict[int, list[int]], records: int):
-        dense = sum(last - first + 1 for first, last in ranges.values()) == records
-        self.dense = set(ranges) if dense else set()
+        self.dense = sum(last - first + 1 for first, last in ranges.values()) == records
         self._load = (H_LOAD, load_id.encode())
         # (twophase.part header) -> (twophase.attempt header) of the winning attempt
         self._winners = {(H_PART, part.encode()): (H_ATTEMPT, attempt.encode()) for part, attempt in attempts.items()}
