@@ -12,7 +12,7 @@ classes, to split that time:
   spark_stage's CSV stream, Kafka side stubbed out; keys and values are still turned
   into Python lists, as the real pass does);
 - kafka only: + produce every record to a fresh topic (PartitionProducer: idempotent,
-  acks=all, a delivery callback per record), no Postgres.
+  acks=all, failures reported), no Postgres.
 
 The real pass does both sides one after the other in the same task, so its time is
 roughly transfer + (postgres only - transfer) + (kafka only - transfer).
