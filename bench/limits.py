@@ -50,19 +50,13 @@ class _Files:
 
 def copy(data: Dataset, dsn: str) -> float:
     parts = data.csv_parts()
-    table = scratch.create_table(dsn, data.shape, scratch.new_name())
-    try:
+    with scratch.written_table(dsn, data.shape, data.rows, "COPY") as table:
         with closing(psycopg2.connect(dsn)) as conn:
             with conn.cursor() as cur:
                 started = time.perf_counter()
                 cur.copy_expert(f"copy {table} from stdin with (format csv)", _Files(parts), size=1 << 20)
                 conn.commit()
-                seconds = time.perf_counter() - started
-        got = scratch.count_rows(dsn, table)
-        assert got == data.rows, f"COPY loaded {got} rows of {data.rows}"
-        return seconds
-    finally:
-        scratch.drop_table(dsn, table)
+                return time.perf_counter() - started
 
 
 def producer_tool(data: Dataset, bootstrap: str) -> dict:

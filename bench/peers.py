@@ -36,20 +36,14 @@ def scan(data: Dataset) -> float:
 
 
 def jdbc(data: Dataset, dsn: str, tuned: bool) -> float:
-    table = scratch.create_table(dsn, data.shape, scratch.new_name())
-    try:
+    with scratch.written_table(dsn, data.shape, data.rows, "JDBC") as table:
         url, props = jdbc_url(dsn)
         if tuned:
             props = {**props, **JDBC_TUNED}
         df = data.with_load_id()
         started = time.perf_counter()
         df.write.jdbc(url, table, mode="append", properties=props)
-        seconds = time.perf_counter() - started
-        got = scratch.count_rows(dsn, table)
-        assert got == data.rows, f"JDBC wrote {got} rows of {data.rows}"
-        return seconds
-    finally:
-        scratch.drop_table(dsn, table)
+        return time.perf_counter() - started
 
 
 def kafka(data: Dataset, bootstrap: str) -> float:

@@ -5,7 +5,7 @@ copy's consumer group). `sweep` also removes what an interrupted earlier run lef
 from __future__ import annotations
 
 import uuid
-from contextlib import closing
+from contextlib import closing, contextmanager
 
 import psycopg2
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -45,6 +45,19 @@ def count_rows(dsn: str, table: str) -> int:
 
 def drop_table(dsn: str, table: str) -> None:
     _sql(dsn, f"drop table if exists {table}")
+
+
+@contextmanager
+def written_table(dsn: str, shape: str, rows: int, writer: str):
+    """A fresh table for one timed write: yields its name; on a clean exit checks that the
+    write left exactly `rows` rows (naming `writer`); always drops the table."""
+    table = create_table(dsn, shape, new_name())
+    try:
+        yield table
+        got = count_rows(dsn, table)
+        assert got == rows, f"{writer} wrote {got} rows of {rows}"
+    finally:
+        drop_table(dsn, table)
 
 
 def create_topic(bootstrap: str, name: str) -> str:
