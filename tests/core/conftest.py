@@ -8,17 +8,7 @@ import pytest
 from twophase.log import TransactionLog
 from twophase.spec import Connections
 
-
-@pytest.fixture(scope="session")
-def spark():
-    from pyspark.sql import SparkSession
-
-    # local[2, 4]: two cores, and a failed task is retried (up to 4 attempts), as on a cluster.
-    session = (SparkSession.builder.master("local[2, 4]").appName("twophase-tests")
-               .config("spark.sql.shuffle.partitions", "4").config("spark.ui.enabled", "false")
-               .getOrCreate())
-    yield session
-    session.stop()
+from spark_session import spark  # noqa: F401  (the session-scoped Spark fixture)
 
 
 @pytest.fixture(scope="session")
