@@ -5,112 +5,234 @@ Input (from the load's `input`, logged by the DAG's begin task):
     date     the day, YYYY-MM-DD
     rejects  where rejected lines are kept for people to inspect
 
-A line is valid when it is a JSON object with: order_id (non-empty string), customer_id
-(a string like c0001234), amount (a number >= 0) and ordered_at (an ISO-8601 timestamp
-on `date`, UTC). Blank lines are skipped. Every other line is rejected: counted, kept
-out of the load and written, with its reason, to `rejects` as JSON lines.
+Every file and every line under the day's folder is accounted for:
+- files: the folder's own files are read, except hidden ones (name starting with '_' or
+  '.', Hadoop's mark of markers and files still being written); hidden files and files in
+  subfolders are not read, and each is reported with its path and size (metrics
+  skipped_files, skipped_bytes, skipped_paths), so the vote's gate can refuse the day;
+- lines: each line read is a valid order, a rejected line (its reason counted and the line
+  kept in `rejects` with what is wrong with its value), a duplicate delivery of an order
+  already loaded (counted, loaded once) or a blank line (counted).
+The rules of a valid order are in order_rules.py (and docs/example.md).
 
 Output: one row per customer of the day (customer_id, day, orders, revenue,
-first_order_at, last_order_at), staged to Postgres and Kafka by the twophase frame,
-with metrics input_lines, rejected_lines and rejected_by_reason for the vote's gates.
+first_order_at, last_order_at), staged to Postgres and Kafka by the twophase frame, with
+metrics input_lines = orders + duplicate_lines + rejected_lines + blank_lines.
 
 Run by the DAG: spark-submit orders_daily_totals.py --load-id <load id>
 """
 
 from __future__ import annotations
 
+import base64
 import logging
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
 
+import pyarrow as pa
+from pyspark import StorageLevel, cloudpickle
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
+import order_rules
+from order_rules import REASONS, check_line
 from twophase.spark_job import Output, run
+
+# Executors get the rules inside the pickled function: nothing to install on a cluster.
+cloudpickle.register_pickle_by_value(order_rules)
 
 log = logging.getLogger("orders_daily_totals")
 
-ORDER = T.StructType([
-    T.StructField("order_id", T.StringType()),
-    T.StructField("customer_id", T.StringType()),
-    # A double, not a decimal: Spark reads the string "36,58" into a decimal as 3658 (locale
-    # grouping), while a double field rejects any string. Amounts are rounded to cents below.
-    T.StructField("amount", T.DoubleType()),
-    T.StructField("ordered_at", T.TimestampType()),
-    T.StructField("_corrupt", T.StringType()),
+MAX_REVENUE = Decimal("999999999999.99")  # analytics.customer_daily_totals.revenue numeric(14, 2)
+MAX_REJECT_CHARS = 10_000  # a rejected line is kept up to this many characters
+MAX_LISTED = 100           # skipped files listed by path in the metrics (all are counted)
+
+CLASSIFIED = ("file string, verdict string, reason string, detail string, line string, line_base64 string, "
+              "line_bytes long, order_id string, customer_id string, amount decimal(12,2), ordered_at timestamp")
+_CLASSIFIED_ARROW = pa.schema([
+    ("file", pa.string()), ("verdict", pa.string()), ("reason", pa.string()), ("detail", pa.string()),
+    ("line", pa.string()), ("line_base64", pa.string()), ("line_bytes", pa.int64()), ("order_id", pa.string()),
+    ("customer_id", pa.string()), ("amount", pa.decimal128(12, 2)), ("ordered_at", pa.timestamp("us", "UTC")),
 ])
-REASONS = {
-    "not_json": "not a JSON object",
-    "wrong_type": "a field has the wrong type (amount must be a number, ordered_at an ISO-8601 timestamp)",
-    "no_order_id": "order_id missing or empty",
-    "bad_customer": "customer_id missing or not like c0001234",
-    "no_amount": "amount missing",
-    "negative_amount": "amount is negative",
-    "no_time": "ordered_at missing",
-    "other_day": "ordered_at is not on the load's date",
-}
 
 
-def input_folder_exists(spark: SparkSession, path: str) -> bool:
-    """Through Hadoop's file system API, so HDFS, S3 and local paths all work."""
-    jvm_path = spark._jvm.org.apache.hadoop.fs.Path(path)
-    return jvm_path.getFileSystem(spark._jsc.hadoopConfiguration()).exists(jvm_path)
+@dataclass(frozen=True)
+class Listing:
+    """The day folder's files: those the job reads, and those it reports as not read."""
+
+    read: list[tuple[str, int]]          # (path, bytes)
+    skipped: list[tuple[str, int, str]]  # (path relative to the folder, bytes, why not read)
 
 
-def classify(lines: DataFrame, day: str) -> DataFrame:
-    """Parsed orders with a `reason` column: null for valid lines, else a key of REASONS."""
-    parsed = lines.select(
-        F.col("value").alias("line"),
-        F.from_json("value", ORDER, {"columnNameOfCorruptRecord": "_corrupt", "mode": "PERMISSIVE",
-                                     "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss[.SSS]XXX"}).alias("o"),
-        F.get_json_object("value", "$").isNotNull().alias("is_json"),
-    ).select("line", "is_json", "o.*").withColumn("amount", F.round("amount", 2).cast("decimal(12,2)"))
-    reason = (F.when(~F.col("is_json") | ~F.trim("line").startswith("{"), "not_json")
-              .when(F.col("_corrupt").isNotNull(), "wrong_type")
-              .when(F.col("order_id").isNull() | (F.col("order_id") == ""), "no_order_id")
-              .when(F.col("customer_id").isNull() | ~F.col("customer_id").rlike(r"^c[0-9]{1,12}$"), "bad_customer")
-              .when(F.col("amount").isNull(), "no_amount")
-              .when(F.col("amount") < 0, "negative_amount")
-              .when(F.col("ordered_at").isNull(), "no_time")
-              .when(F.to_date("ordered_at") != F.lit(day).cast("date"), "other_day"))
-    return parsed.withColumn("reason", reason)
+def list_day(spark: SparkSession, path: str) -> Listing:
+    """Every file under the day's folder, through Hadoop's file system API (local, HDFS,
+    S3 alike). Raises FileNotFoundError when the folder does not exist."""
+    jvm = spark._jvm
+    folder = jvm.org.apache.hadoop.fs.Path(path)
+    fs = folder.getFileSystem(spark._jsc.hadoopConfiguration())
+    if not fs.exists(folder):
+        raise FileNotFoundError(f"input folder {path} does not exist: no order events landed for this day")
+    if not fs.getFileStatus(folder).isDirectory():
+        raise NotADirectoryError(f"input {path} is a file, not a folder of JSON-lines files")
+    prefix = fs.makeQualified(folder).toString().rstrip("/") + "/"
+    read, skipped = [], []
+    files = fs.listFiles(folder, True)
+    while files.hasNext():
+        status = files.next()
+        full, size = status.getPath().toString(), status.getLen()
+        relative = full[len(prefix):] if full.startswith(prefix) else full
+        parts = relative.split("/")
+        if len(parts) > 1:
+            skipped.append((relative, size, f"in the subfolder {'/'.join(parts[:-1])}/ (only the day folder's "
+                                            "own files are read)"))
+        elif relative.startswith(("_", ".")):
+            skipped.append((relative, size, "hidden name (starts with '_' or '.': a marker or a file being written)"))
+        else:
+            read.append((full, size))
+    return Listing(sorted(read), sorted(skipped))
 
 
-def totals(valid: DataFrame, day: str) -> DataFrame:
-    return valid.groupBy("customer_id").agg(
+def classify_partition(day: date):
+    """The function mapInArrow runs on each partition of (raw line bytes, file)."""
+    def classify(batches):
+        for batch in batches:
+            rows = {name: [] for name in _CLASSIFIED_ARROW.names}
+            for raw, file in zip(batch.column("raw").to_pylist(), batch.column("file").to_pylist()):
+                verdict = check_line(raw, day)
+                order = verdict.order
+                kind = "blank" if verdict.blank else "valid" if order else "rejected"
+                text = raw.decode("utf-8", "backslashreplace")
+                exact = verdict.reason == "not_utf8"
+                rows["file"].append(file)
+                rows["verdict"].append(kind)
+                rows["reason"].append(verdict.reason)
+                rows["detail"].append(verdict.detail)
+                rows["line"].append(None if kind == "blank" else text[:MAX_REJECT_CHARS])
+                rows["line_base64"].append(base64.b64encode(raw).decode() if exact else None)
+                rows["line_bytes"].append(len(raw))
+                rows["order_id"].append(order.order_id if order else None)
+                rows["customer_id"].append(order.customer_id if order else None)
+                rows["amount"].append(order.amount if order else None)
+                rows["ordered_at"].append(order.ordered_at if order else None)
+            yield pa.RecordBatch.from_pydict(rows, schema=_CLASSIFIED_ARROW)
+    return classify
+
+
+def read_lines(spark: SparkSession, listing: Listing) -> DataFrame:
+    """(raw, file): every line of the files to read, as its exact bytes (Spark's text
+    source splits lines at \\n, \\r\\n and \\r and keeps the bytes between undecoded)."""
+    if not listing.read:
+        return spark.createDataFrame([], "raw binary, file string")
+    return spark.read.text([p for p, _ in listing.read]).select(
+        F.col("value").cast("binary").alias("raw"), F.col("_metadata.file_path").alias("file"))
+
+
+def totals(orders: DataFrame, day: str) -> DataFrame:
+    return orders.groupBy("customer_id").agg(
         F.count(F.lit(1)).cast("int").alias("orders"),
-        F.sum("amount").cast("decimal(14,2)").alias("revenue"),
+        F.sum("amount").alias("revenue"),  # decimal(22,2): checked against the column before the cast
         F.min("ordered_at").alias("first_order_at"),
         F.max("ordered_at").alias("last_order_at"),
     ).select("customer_id", F.lit(day).cast("date").alias("day"), "orders", "revenue",
              "first_order_at", "last_order_at")
 
 
+def check_revenue_fits(result: DataFrame, day: str) -> None:
+    """A day's total can outgrow the column even when every amount fits: refuse the day,
+    naming the customers, rather than let the cast fail deep inside the staging pass."""
+    over = result.where(F.col("revenue") > F.lit(MAX_REVENUE)).orderBy("customer_id").limit(3).collect()
+    if over:
+        names = ", ".join(f"{r.customer_id} ({r.revenue:,})" for r in over)
+        raise ValueError(f"revenue of {names} on {day} is above {MAX_REVENUE:,}, the most "
+                         "analytics.customer_daily_totals.revenue numeric(14,2) holds; no single line is at fault, "
+                         "so nothing is loaded for the day")
+
+
+def dedupe(valid: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """Order events may be delivered more than once. (orders, per order id): one row per
+    order id whose copies all agree (same customer, amount in cents and instant); orders
+    whose copies disagree are left out (which copy is right is unknown) and rejected."""
+    per_order = valid.groupBy("order_id").agg(
+        F.count(F.lit(1)).alias("copies"),
+        F.count_distinct("customer_id", "amount", "ordered_at").alias("versions"),
+        F.min("customer_id").alias("customer_id"), F.min("amount").alias("amount"),
+        F.min("ordered_at").alias("ordered_at"))
+    return per_order.where("versions = 1").drop("copies", "versions"), per_order
+
+
+def rejects_of(classified: DataFrame, per_order: DataFrame) -> DataFrame:
+    """Rejected lines with the reason text and this line's detail, plus every copy of an
+    order whose copies disagree."""
+    reason_text = F.create_map(*[F.lit(x) for kv in REASONS.items() for x in kv])
+    conflicting = per_order.where("versions > 1").select("order_id", "copies", "versions")
+    conflicts = (classified.where("verdict = 'valid'").join(conflicting, "order_id")
+                 .select("file", "line", "line_base64", "line_bytes", F.lit("conflicting_order").alias("reason"),
+                         F.format_string("order_id '%s' arrived %d times in %d different versions (customer, "
+                                         "amount or time); none of them is loaded", "order_id",
+                                         "copies", "versions").alias("detail")))
+    lines = classified.where("verdict = 'rejected'").select(
+        "file", "line", "line_base64", "line_bytes", "reason", "detail")
+    return (lines.unionByName(conflicts)
+            .select("file", "line", "line_base64", "line_bytes", reason_text[F.col("reason")].alias("reason"),
+                    "detail", F.col("reason").alias("reason_key")))
+
+
 def build(spark: SparkSession, spec) -> Output:
     path, day, rejects = spec.input["path"], spec.input["date"], spec.input["rejects"]
-    if not input_folder_exists(spark, path):
-        raise FileNotFoundError(f"input folder {path} does not exist: no order events landed for {day}")
-    lines = spark.read.text(path).where(F.trim("value") != "")
-    orders = classify(lines, day).cache()
-    counts = orders.groupBy("reason").count().collect()
-    by_reason = {REASONS[r["reason"]] if r["reason"] else "valid": r["count"] for r in counts}
-    input_lines = sum(by_reason.values())
-    rejected = input_lines - by_reason.get("valid", 0)
-    if input_lines == 0:
+    listing = list_day(spark, path)
+    for relative, size, why in listing.skipped:
+        log.warning("not read: %s/%s (%s bytes): %s", path, relative, f"{size:,}", why)
+    skipped = [s for s in listing.skipped if s[1] > 0]  # an empty file holds no line to account for
+
+    classified = (read_lines(spark, listing)
+                  .mapInArrow(classify_partition(date.fromisoformat(day)), CLASSIFIED)
+                  .persist(StorageLevel.MEMORY_AND_DISK))
+    counts = {(r["verdict"], r["reason"]): (r["count"], r["example"]) for r in
+              classified.groupBy("verdict", "reason").agg(F.count(F.lit(1)).alias("count"),
+                                                           F.min("detail").alias("example")).collect()}
+    orders, per_order = dedupe(classified.where("verdict = 'valid'").select(
+        "order_id", "customer_id", "amount", "ordered_at"))
+    per_order = per_order.persist(StorageLevel.MEMORY_AND_DISK)
+    dup = per_order.agg(
+        F.sum(F.when(F.col("versions") == 1, F.col("copies") - 1)).alias("duplicates"),
+        F.sum(F.when(F.col("versions") > 1, F.col("copies"))).alias("conflicting_lines"),
+        F.count(F.when(F.col("versions") > 1, 1)).alias("conflicting_orders"),
+        F.count(F.when(F.col("versions") == 1, 1)).alias("orders")).first()
+    duplicates, conflicting = dup["duplicates"] or 0, dup["conflicting_lines"] or 0
+
+    by_reason = {REASONS[reason]: n for (verdict, reason), (n, _) in counts.items() if verdict == "rejected"}
+    if conflicting:
+        by_reason[REASONS["conflicting_order"]] = conflicting
+    input_lines = sum(n for n, _ in counts.values())
+    blank = counts.get(("blank", None), (0, None))[0]
+    rejected = sum(by_reason.values())
+    if input_lines - blank == 0:
         log.warning("input folder %s holds no order lines: the load has 0 rows (the min_rows gate decides "
                     "whether an empty day commits)", path)
-    log.info("read %d lines from %s: %d valid, %d rejected", input_lines, path, input_lines - rejected, rejected)
-    for why, n in sorted(by_reason.items()):
-        if why != "valid":
-            log.info("  rejected %d: %s", n, why)
+    log.info("read %d lines in %d files from %s: %d orders loaded, %d rejected, %d duplicate deliveries skipped, "
+             "%d blank lines skipped", input_lines, len(listing.read), path, dup["orders"], rejected,
+             duplicates, blank)
+    for (verdict, reason), (n, example) in sorted(counts.items(), key=lambda kv: -kv[1][0]):
+        if verdict == "rejected":
+            log.info("  rejected %d: %s (e.g. %s)", n, REASONS[reason], example)
+    if conflicting:
+        log.info("  rejected %d: %s (%d order ids)", conflicting, REASONS["conflicting_order"],
+                 dup["conflicting_orders"])
     if rejected:
-        (orders.where(F.col("reason").isNotNull())
-         .select("line", F.create_map(*[F.lit(x) for kv in REASONS.items() for x in kv])[F.col("reason")]
-                 .alias("reason"))
-         .coalesce(1).write.mode("overwrite").json(rejects))
-        log.info("rejected lines kept in %s", rejects)
-    metrics = {"input_lines": input_lines, "rejected_lines": rejected,
-               "rejected_by_reason": {k: v for k, v in by_reason.items() if k != "valid"}}
-    return Output(totals(orders.where(F.col("reason").isNull()), day), metrics)
+        rejects_of(classified, per_order).coalesce(1).write.mode("overwrite").json(rejects)
+        log.info("rejected lines kept in %s (fields: file, line, reason, detail; line_base64 holds the exact "
+                 "bytes of a line that is not UTF-8)", rejects)
+
+    result = totals(orders, day).persist(StorageLevel.MEMORY_AND_DISK)
+    check_revenue_fits(result, day)
+    metrics = {
+        "input_files": len(listing.read), "input_lines": input_lines, "orders": dup["orders"],
+        "rejected_lines": rejected, "rejected_by_reason": by_reason, "duplicate_lines": duplicates,
+        "blank_lines": blank, "skipped_files": len(skipped), "skipped_bytes": sum(s[1] for s in skipped),
+        "skipped_paths": [{"path": p, "bytes": n, "why": why} for p, n, why in skipped[:MAX_LISTED]],
+    }
+    return Output(result.withColumn("revenue", F.col("revenue").cast("decimal(14,2)")), metrics)
 
 
 if __name__ == "__main__":

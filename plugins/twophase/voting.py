@@ -52,6 +52,25 @@ class MaxRejectedShare:
         return None
 
 
+@dataclass(frozen=True)
+class MaxSkippedFiles:
+    """Abort when the job left more than `maximum` non-empty input files unread. Reads the
+    job's metrics `skipped_files` (a count) and `skipped_paths` ([{path, bytes, why}]); a
+    job that does not report them is not checked."""
+
+    maximum: int
+
+    def __call__(self, expected_rows: int, metrics: Mapping[str, float], votes: dict[str, Vote]) -> str | None:
+        skipped = metrics.get("skipped_files", 0)
+        if skipped <= self.maximum:
+            return None
+        listed = metrics.get("skipped_paths") or []
+        names = ", ".join(f"{p['path']} ({p['bytes']} bytes: {p['why']})" for p in listed[:3])
+        more = f" and {skipped - 3} more" if skipped > 3 else ""
+        return (f"quality gate: {skipped} input files were not read, above the maximum of {self.maximum}: "
+                f"{names}{more}")
+
+
 def reasons_to_abort(planned: list[str], votes: dict[str, Vote], expected_rows: int | None,
                      rules: list[QualityRule] = (), metrics: Mapping[str, float] | None = None) -> list[str]:
     reasons = []

@@ -97,7 +97,8 @@ def test_a_day_commits_exactly_on_both_sides(run_dag, orders_data, fresh_day, pg
 
     _expected, lines, rejected = expected_totals(made.folder, fresh_day)
     assert rejected == made.bad_lines > 0
-    assert f"read {lines} lines from {made.folder}: {lines - rejected} valid, {rejected} rejected" in run.task_log("prepare")
+    assert (f"read {lines} lines in 4 files from {made.folder}: {lines - rejected} orders loaded, {rejected} rejected, "
+            "0 duplicate deliveries skipped, 0 blank lines skipped") in run.task_log("prepare")
     assert sum(1 for p in (orders_data / "rejects").rglob("*.json") for _ in p.open()) == rejected
     assert "DECISION: COMMIT" in run.task_log("vote") and "vote of kafka: YES" in run.task_log("vote")
     assert f"COMMITTED load {load_id}" in run.task_log("commit")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from twophase.voting import MaxRejectedShare, MinRows, reasons_to_abort
+from twophase.voting import MaxRejectedShare, MaxSkippedFiles, MinRows, reasons_to_abort
 from twophase.votes import Vote
 
 PLANNED = ["postgres", "kafka"]
@@ -67,3 +67,13 @@ def test_rules_read_the_jobs_metrics():
     metrics = {"input_lines": 10, "rejected_lines": 9}
     assert reasons_to_abort(PLANNED, votes(), 10, [MaxRejectedShare(0.5)], metrics) == [
         "quality gate: 9 of 10 input lines rejected (90.00%), above the maximum of 50.00%"]
+
+
+def test_unread_input_files_abort_above_the_gate_naming_them():
+    metrics = {"skipped_files": 4, "skipped_paths": [{"path": f"_p{i}.jsonl", "bytes": 10 + i, "why": "hidden name"}
+                                                     for i in range(4)]}
+    [reason] = reasons_to_abort(PLANNED, votes(), 10, [MaxSkippedFiles(0)], metrics)
+    assert reason == ("quality gate: 4 input files were not read, above the maximum of 0: _p0.jsonl (10 bytes: hidden "
+                      "name), _p1.jsonl (11 bytes: hidden name), _p2.jsonl (12 bytes: hidden name) and 1 more")
+    assert reasons_to_abort(PLANNED, votes(), 10, [MaxSkippedFiles(4)], metrics) == []
+    assert reasons_to_abort(PLANNED, votes(), 10, [MaxSkippedFiles(0)], {"skipped_files": 0}) == []
