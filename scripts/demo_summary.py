@@ -36,8 +36,11 @@ def main(run_log: Path, day: str) -> int:
     records = count_topic_by_load(conns.kafka_bootstrap, spec.kafka.topic)[load.load_id]
     print(f"  load      {load.load_id}")
     print(f"  state     {load.state}" + (f": {load.reason}" if load.reason else ""))
-    print(f"  input     {load.metrics.get('input_lines', '-')} lines for {day}, "
-          f"{load.metrics.get('rejected_lines', '-')} rejected (kept in {load.input.get('rejects')})")
+    m = load.metrics
+    print(f"  input     {m.get('input_lines', '-')} lines in {m.get('input_files', '-')} files for {day}: "
+          f"{m.get('orders', '-')} orders, {m.get('rejected_lines', '-')} rejected (kept in {load.input.get('rejects')}), "
+          f"{m.get('duplicate_lines', '-')} duplicate deliveries, {m.get('blank_lines', '-')} blank; "
+          f"{m.get('skipped_files', '-')} files not read")
     print(f"  postgres  {rows} rows of this load visible in {spec.postgres.table} (staged {load.expected_rows})")
     print(f"  kafka     {records} records of this load readable (read_committed) in {spec.kafka.topic}")
     print()

@@ -193,7 +193,6 @@ def build(spark: SparkSession, spec) -> Output:
                                                            F.min("detail").alias("example")).collect()}
     orders, per_order = dedupe(classified.where("verdict = 'valid'").select(
         "order_id", "customer_id", "amount", "ordered_at"))
-    per_order = per_order.persist(StorageLevel.MEMORY_AND_DISK)
     dup = per_order.agg(
         F.sum(F.when(F.col("versions") == 1, F.col("copies") - 1)).alias("duplicates"),
         F.sum(F.when(F.col("versions") > 1, F.col("copies"))).alias("conflicting_lines"),
@@ -224,7 +223,9 @@ def build(spark: SparkSession, spec) -> Output:
         log.info("rejected lines kept in %s (fields: file, line, reason, detail; line_base64 holds the exact "
                  "bytes of a line that is not UTF-8)", rejects)
 
-    result = totals(orders, day).persist(StorageLevel.MEMORY_AND_DISK)
+    # Not cached: a cached aggregate keeps its 200 shuffle partitions, and each would stage
+    # through its own COPY and producer; uncached, adaptive execution coalesces them.
+    result = totals(orders, day)
     check_revenue_fits(result, day)
     metrics = {
         "input_files": len(listing.read), "input_lines": input_lines, "orders": dup["orders"],
