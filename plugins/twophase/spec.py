@@ -12,7 +12,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]+$")
+TOPIC_MAX_LENGTH = 249  # Kafka refuses longer topic names
+STAGING_SUFFIX = ".twophase-staging"
 WRITE_MODES = ("append", "replace")
 
 
@@ -71,18 +73,41 @@ class KafkaTarget:
     headers: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
+        check_topic(self.topic)
         if not self.staging_topic:
-            object.__setattr__(self, "staging_topic", f"{self.topic}.twophase-staging")
-        for name in (self.topic, self.staging_topic):
-            if not _TOPIC.match(name):
-                raise SpecError(f"kafka topic {name!r} must be 1-200 characters of letters, digits, '.', '_', '-'")
+            object.__setattr__(self, "staging_topic", f"{self.topic}{STAGING_SUFFIX}")
+            if len(self.staging_topic) > TOPIC_MAX_LENGTH:
+                raise SpecError(f"kafka topic {self.topic[:40]}... is {len(self.topic)} characters long: its staging "
+                                f"topic (the name plus {STAGING_SUFFIX!r}) would exceed Kafka's limit of "
+                                f"{TOPIC_MAX_LENGTH}; shorten the topic name to at most "
+                                f"{TOPIC_MAX_LENGTH - len(STAGING_SUFFIX)} characters or set staging_topic")
+        check_topic(self.staging_topic, "kafka staging topic")
         if self.topic == self.staging_topic:
             raise SpecError("the staging topic must differ from the target topic")
+        if not isinstance(self.key_column, str) or not _IDENT.match(self.key_column):
+            raise SpecError(f"kafka key_column {self.key_column!r} must be a plain identifier (letters, digits, '_'; "
+                            "not starting with a digit): the name of a column of the job's output")
         reserved = [h for h in self.headers if h == "load_id" or h in ("twophase.part", "twophase.attempt")]
         if reserved:
             raise SpecError(f"kafka headers {reserved} are reserved for the protocol")
-        if self.partitions < 1 or self.replication_factor < 1:
-            raise SpecError("kafka partitions and replication_factor must be at least 1")
+        for name in ("partitions", "replication_factor"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SpecError(f"kafka {name} must be a whole number of at least 1, got {value!r}")
+
+
+def check_topic(name, what: str = "kafka topic") -> None:
+    """Raise SpecError unless Kafka accepts `name` as a topic name."""
+    if not isinstance(name, str) or not name:
+        raise SpecError(f"{what} must be a non-empty name, got {name!r}")
+    if not _TOPIC.match(name):
+        raise SpecError(f"{what} {name!r} has characters Kafka refuses in topic names: "
+                        "use only letters, digits, '.', '_' and '-'")
+    if name in (".", ".."):
+        raise SpecError(f"{what} {name!r} is a name Kafka refuses ('.' and '..' are not topic names): choose another")
+    if len(name) > TOPIC_MAX_LENGTH:
+        raise SpecError(f"{what} {name[:40]}... is {len(name)} characters long; Kafka allows at most "
+                        f"{TOPIC_MAX_LENGTH}: choose a shorter name")
 
 
 @dataclass(frozen=True)

@@ -2,13 +2,19 @@
 
     begin -> prepare -> vote -> commit | rollback -> finish
 
-- begin (short-circuit): logs the load; skips everything after it when the day is
-  already committed in append mode (exactly once per day).
+- begin (short-circuit): refuses unknown trigger keys, logs the load; when the day is
+  already committed in append mode (exactly once per day) it says "nothing to do" and
+  skips prepare, and through the trigger rules below vote, commit and rollback too.
 - prepare: spark-submit of the pipeline's job (TwoPhasePrepareOperator).
-- vote (branch, runs even when prepare failed): decides and picks commit or rollback.
+- vote (branch, trigger rule NONE_SKIPPED): runs when prepare succeeded, failed or could
+  not run because begin failed; skipped only when begin short-circuited. Decides and
+  picks commit or rollback (or skips both when no load was begun).
 - commit: emits the table and topic Assets, with the load id in the event's extra.
 - rollback: discards what was staged; its log says what and why.
-- finish: fails the run when the load was rolled back.
+- finish (trigger rule ALL_DONE, the only leaf): always runs and says how the run ended.
+  It succeeds only when the load COMMITTED or begin found nothing to do, and fails the
+  run otherwise (rolled back, refused by begin, unresolved), naming the reason, so a
+  refusal or a rollback never shows as a green run.
 
 Use it inside a DAG:
 
@@ -23,14 +29,23 @@ from datetime import timedelta
 
 from airflow.sdk import Param, TriggerRule, get_current_context, task
 
+from twophase.spec import WRITE_MODES, SpecError
+
 from . import tasks
 from .assets import table_asset, topic_asset
-from .config import LoadConfig
+from .config import LoadConfig, check_pipeline
 from .prepare_operator import TwoPhasePrepareOperator
 
 
 def load_params(min_rows: int = 1, max_rejected_share: float = 0.05, mode: str = "append") -> dict[str, Param]:
-    """The trigger form every two-phase load understands: the day, the gates, the mode."""
+    """The trigger form every two-phase load understands: the day, the gates, the mode.
+
+    These are also the only trigger (conf) keys begin accepts: it refuses any other key,
+    so a misspelt gate cannot silently fall back to its default. Add a param here (or to
+    the DAG's params) and begin accepts its key.
+    """
+    if mode not in WRITE_MODES:
+        raise SpecError(f"load_params mode {mode!r} is not one of {', '.join(WRITE_MODES)}")
     return {
         "date": Param(None, type=["null", "string"], format="date", title="Data date",
                       description="The day to load (YYYY-MM-DD). Empty: the run's data interval, "
@@ -41,7 +56,7 @@ def load_params(min_rows: int = 1, max_rejected_share: float = 0.05, mode: str =
                                     title="Maximum rejected share",
                                     description="Quality gate: the vote aborts when a larger share of input "
                                                 "lines was rejected (0..1; 1 turns the gate off)."),
-        "mode": Param(mode, type="string", enum=["append", "replace"], title="Write mode",
+        "mode": Param(mode, type="string", enum=list(WRITE_MODES), title="Write mode",
                       description="append: load the day once (a committed day is not loaded again). "
                                   "replace: swap the day's rows atomically for the new load's."),
     }
@@ -63,9 +78,13 @@ def two_phase_load(config: LoadConfig, application: str, *, application_args: li
     """Add the tasks of one two-phase load to the DAG being defined; returns them."""
     context_dag_id = _current_dag_id()
     pipeline = config.pipeline or context_dag_id
+    check_pipeline(pipeline, f"pipeline name (the DAG id {context_dag_id!r} unless LoadConfig.pipeline is set)")
     outlets = [table_asset(config.table, config.pg_conn_id), topic_asset(config.topic, config.kafka_conn_id)]
 
-    @task.short_circuit(task_id="begin", retries=2, retry_delay=retry_delay)
+    # ignore_downstream_trigger_rules=False: "nothing to do" skips prepare only; the later
+    # tasks follow their trigger rules, so finish still runs and says so.
+    @task.short_circuit(task_id=tasks.BEGIN_TASK, retries=2, retry_delay=retry_delay,
+                        ignore_downstream_trigger_rules=False)
     def begin() -> bool:
         return tasks.begin(config, pipeline, get_current_context())
 
@@ -83,12 +102,15 @@ def two_phase_load(config: LoadConfig, application: str, *, application_args: li
 
     commit_task, rollback_task = commit(), rollback()
 
-    @task.branch(task_id="vote", trigger_rule=TriggerRule.ALL_DONE, retries=2, retry_delay=retry_delay)
+    # NONE_SKIPPED: runs after prepare whatever its outcome (failed, or upstream_failed because
+    # begin failed), but is skipped, with commit and rollback, when begin found nothing to do.
+    @task.branch(task_id="vote", trigger_rule=TriggerRule.NONE_SKIPPED, retries=2, retry_delay=retry_delay)
     def vote() -> str:
         return tasks.vote(config, pipeline, get_current_context(),
                           commit_task.operator.task_id, rollback_task.operator.task_id)
 
-    @task(task_id="finish", trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
+    # ALL_DONE: the only leaf always runs, so the run's state is finish's verdict.
+    @task(task_id="finish", trigger_rule=TriggerRule.ALL_DONE)
     def finish() -> None:
         tasks.finish(config, pipeline, get_current_context())
 

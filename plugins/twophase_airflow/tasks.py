@@ -7,23 +7,34 @@ the load id from the DAG run (retries share it) and is safe to retry.
 from __future__ import annotations
 
 import logging
-from contextlib import closing
+from contextlib import closing, contextmanager
 from datetime import date, datetime, time, timedelta, timezone
 
 import psycopg2
+from psycopg2.extensions import parse_dsn
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from twophase import coordinator, ids
 from twophase.log import TransactionLog, UnknownLoad
 from twophase.outcome import Outcome
 from twophase.spec import Connections, KafkaTarget, LoadSpec, PostgresTarget, SpecError
-from twophase.states import State
+from twophase.states import TERMINAL, State
 from twophase.voting import MaxRejectedShare, MinRows
 
 from .config import LoadConfig
 from .connections import from_airflow
 
 log = logging.getLogger("twophase")
+
+BEGIN_TASK = "begin"
+# What begin tells finish when it begins no load (XCom keys of the begin task): finish
+# runs whatever happened before it and is the task that says how the run ended.
+NOTHING_TO_DO = "nothing_to_do"  # the day is already committed (append mode): the run succeeds
+REFUSED = "refused"              # begin failed, with this reason: the run fails
+
+
+class PostgresUnreachable(RuntimeError):
+    """The pipeline's Postgres cannot be reached (down, wrong host, port or login); retried."""
 
 
 def load_id(pipeline: str, context) -> str:
@@ -52,8 +63,21 @@ def load_day(params: dict, context) -> date:
 
 
 def begin(cfg: LoadConfig, pipeline: str, context) -> bool:
-    """Log the load before anything is staged. False (skip the rest) when the day is
-    already committed and the mode is append: exactly once per day."""
+    """Log the load before anything is staged. False (skip prepare) when the day is
+    already committed and the mode is append: exactly once per day.
+
+    When it begins no load it says why in XCom for finish: NOTHING_TO_DO before returning
+    False, REFUSED (the reason in one line) before raising.
+    """
+    try:
+        return _begin(cfg, pipeline, context)
+    except Exception as exc:
+        context["ti"].xcom_push(key=REFUSED, value=_one_line(exc))
+        raise
+
+
+def _begin(cfg: LoadConfig, pipeline: str, context) -> bool:
+    refuse_unknown_params(context)
     params = context["params"]
     day = load_day(params, context)
     lid = load_id(pipeline, context)
@@ -69,12 +93,14 @@ def begin(cfg: LoadConfig, pipeline: str, context) -> bool:
         )
     except SpecError as exc:
         raise AirflowFailException(f"the load is described wrongly: {exc}") from None
-    if cfg.table_ddl:
-        with closing(psycopg2.connect(conns.pg_dsn)) as conn, conn, conn.cursor() as cur:
-            cur.execute(cfg.table_ddl)
     try:
-        load = coordinator.begin(TransactionLog(conns.pg_dsn), spec)
+        with _postgres(cfg, conns):
+            if cfg.table_ddl:
+                with closing(psycopg2.connect(conns.pg_dsn)) as conn, conn, conn.cursor() as cur:
+                    cur.execute(cfg.table_ddl)
+            load = coordinator.begin(TransactionLog(conns.pg_dsn), spec)
     except coordinator.AlreadyCommitted as exc:
+        context["ti"].xcom_push(key=NOTHING_TO_DO, value=str(exc))
         log.info("nothing to do: %s", exc)
         return False
     except coordinator.IntervalBusy as exc:
@@ -88,13 +114,38 @@ def begin(cfg: LoadConfig, pipeline: str, context) -> bool:
     return True
 
 
+def refuse_unknown_params(context) -> None:
+    """Refuse trigger (conf) keys the DAG does not declare as params.
+
+    Airflow validates only declared params when a run is created: an unknown key becomes
+    a param without a schema, so a misspelt gate (`max_rejected_shar`) would be ignored
+    and the default gate would apply. There is no DAG-level hook to refuse it at trigger
+    time, so begin does, first thing, before anything is logged or staged.
+    """
+    known = sorted(context["dag"].params)
+    conf = context["dag_run"].conf or {}
+    unknown = sorted(k for k in conf if k not in known)
+    if unknown:
+        keys = ", ".join(repr(k) for k in unknown)
+        raise AirflowFailException(f"unknown trigger parameter{'s' if len(unknown) > 1 else ''} {keys}; known: "
+                                   f"{', '.join(known)}. Correct the key and trigger again")
+
+
 def vote(cfg: LoadConfig, pipeline: str, context, commit_task: str, rollback_task: str) -> str:
     """Gather the votes, apply the quality gates, log the decision durably, branch."""
     lid, conns, txlog = _the_load(cfg, pipeline, context)
     try:
-        txlog.get(lid)
+        with _postgres(cfg, conns):
+            txlog.get(lid)
     except UnknownLoad:
-        raise AirflowSkipException(f"no load {lid} was begun (begin failed), so there is nothing to vote on") from None
+        raise AirflowSkipException(f"no load {lid} was begun ({_begin_said(context)}), "
+                                   "so there is nothing to vote on") from None
+    except PostgresUnreachable:
+        # Begin failed and the log cannot be read: most likely no load was begun (a load an
+        # earlier begin attempt logged is resolved by twophase_recovery). Finish says why.
+        if context["ti"].xcom_pull(task_ids=BEGIN_TASK, key=REFUSED):
+            raise AirflowSkipException(f"begin failed ({_begin_said(context)}): nothing to vote on") from None
+        raise
     params = context["params"]
     rules = [MinRows(int(params.get("min_rows", 1))), MaxRejectedShare(float(params.get("max_rejected_share", 1.0)))]
     load = coordinator.vote(txlog, conns, lid, rules)
@@ -164,13 +215,68 @@ def rollback(cfg: LoadConfig, pipeline: str, context) -> None:
 
 
 def finish(cfg: LoadConfig, pipeline: str, context) -> None:
-    """Fails the DAG run when the load was rolled back: a rollback never shows as success."""
-    lid, _conns, txlog = _the_load(cfg, pipeline, context)
-    load = txlog.get(lid)
+    """Say how the run ended; runs whatever happened before it (trigger rule ALL_DONE).
+
+    Succeeds when the load COMMITTED, or when no load was begun because the day was
+    already committed (begin's NOTHING_TO_DO). Fails the run otherwise, naming the
+    reason: a rolled back or unresolved load, or begin's refusal. A refused or rolled
+    back load never shows as a green run.
+    """
+    lid, conns, txlog = _the_load(cfg, pipeline, context)
+    try:
+        with _postgres(cfg, conns):
+            load = txlog.get(lid)
+    except UnknownLoad:
+        nothing_to_do = context["ti"].xcom_pull(task_ids=BEGIN_TASK, key=NOTHING_TO_DO)
+        if nothing_to_do:
+            log.info("nothing to do: %s", nothing_to_do)
+            return
+        raise AirflowFailException(f"no load was begun: {_begin_said(context)}") from None
+    except PostgresUnreachable as exc:
+        if context["ti"].xcom_pull(task_ids=BEGIN_TASK, key=REFUSED):
+            raise AirflowFailException(f"no load was begun: {_begin_said(context)}") from None
+        raise AirflowFailException(f"the outcome of load {lid} cannot be read now: {exc}") from None
     if load.state == State.COMMITTED:
         log.info("load %s COMMITTED: %s rows; see `python -m twophase show %s`", lid, load.expected_rows, lid)
         return
-    raise AirflowFailException(f"load {lid} ended {load.state}: {load.reason}")
+    if load.state in TERMINAL:
+        raise AirflowFailException(f"load {lid} ended {load.state}: {load.reason}")
+    raise AirflowFailException(f"load {lid} did not finish: it is {load.state}"
+                               f"{f' ({load.reason})' if load.reason else ''}; the twophase_recovery DAG resolves "
+                               f"it (see `python -m twophase show {lid}`)")
+
+
+def _begin_said(context) -> str:
+    """Why begin began no load, as it said in XCom (a crashed begin said nothing)."""
+    return (context["ti"].xcom_pull(task_ids=BEGIN_TASK, key=REFUSED)
+            or "begin failed without saying why (it may have been killed); see its log")
+
+
+@contextmanager
+def _postgres(cfg: LoadConfig, conns: Connections):
+    """A Postgres that cannot be reached raises PostgresUnreachable with one readable line
+    (the task's retries apply). Errors of a reachable server (deadlocks, cancelled
+    queries: OperationalError's subclasses) pass unchanged."""
+    try:
+        yield
+    except psycopg2.OperationalError as exc:
+        if type(exc) is not psycopg2.OperationalError:
+            raise
+        password = parse_dsn(conns.pg_dsn).get("password")
+        detail = _one_line(exc, with_type=False)
+        if password:
+            detail = detail.replace(password, "***")
+        raise PostgresUnreachable(
+            f"cannot reach Postgres (Airflow connection {cfg.pg_conn_id!r}): {detail}; check that the server runs "
+            "and the connection's host, port, database, login and password") from None
+
+
+def _one_line(exc: BaseException, with_type: bool = True, limit: int = 500) -> str:
+    """An exception as one line: our own failures as their message, others with their type."""
+    text = " ".join(str(exc).split()) or "no message"
+    if with_type and not isinstance(exc, (AirflowFailException, PostgresUnreachable, SpecError)):
+        text = f"{type(exc).__name__}: {text}"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _log_outcomes(step: str, outcomes: list[Outcome]) -> None:

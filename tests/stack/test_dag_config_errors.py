@@ -1,0 +1,96 @@
+"""A DAG built from a wrong LoadConfig (or asset, or load_params) fails to import, and
+Airflow's DAG import errors name the problem: names begin would refuse at run time are
+refused when the file is parsed. Parsed by Airflow's own DagBag from a temporary folder."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from airflow.dag_processing.dagbag import DagBag
+
+DAG_FILE = textwrap.dedent('''
+    import pendulum
+    from airflow.sdk import DAG
+
+    from twophase_airflow import LoadConfig, load_params, table_asset, topic_asset, two_phase_load
+
+
+    def describe_input(day, params, load_id):
+        return {{"path": f"/data/{{day}}"}}
+
+
+    with DAG({dag_id!r}, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), params={params}):
+        two_phase_load({config}, application="spark_jobs/my_job.py")
+''')
+
+GOOD = dict(table="'analytics.t'", topic="'t'", key_column="'customer_id'")
+
+
+def config(**changes) -> str:
+    fields = {**GOOD, **changes}
+    return "LoadConfig(" + ", ".join(f"{k}={v}" for k, v in fields.items()) + ", describe_input=describe_input)"
+
+
+def import_errors(tmp_path, dag_id="bad_config", params="load_params()", config_source=None) -> str:
+    (tmp_path / "my_dag.py").write_text(DAG_FILE.format(dag_id=dag_id, params=params,
+                                                        config=config_source or config()))
+    bag = DagBag(dag_folder=str(tmp_path))
+    return "\n".join(bag.import_errors.values())
+
+
+def test_a_good_config_imports(tmp_path):
+    bag_errors = import_errors(tmp_path)
+    assert bag_errors == ""
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(table="'analytics.t; drop table x'"),
+     "SpecError: LoadConfig table: postgres table 'analytics.t; drop table x' must be schema.table with plain "
+     "identifiers"),
+    (dict(table="'t'"), "LoadConfig table: postgres table 't' must be schema.table with plain identifiers"),
+    (dict(topic="'..'"), "LoadConfig: kafka topic '..' is a name Kafka refuses ('.' and '..' are not topic names)"),
+    (dict(topic="'.'"), "LoadConfig: kafka topic '.' is a name Kafka refuses"),
+    (dict(topic="'orders/2026'"), "LoadConfig: kafka topic 'orders/2026' has characters Kafka refuses in topic "
+                                  "names: use only letters, digits, '.', '_' and '-'"),
+    (dict(topic="'t' * 240"), "is 240 characters long: its staging topic (the name plus '.twophase-staging') "
+                              "would exceed Kafka's limit of 249; shorten the topic name to at most 232 characters"),
+    (dict(key_column="'customer id'"), "LoadConfig: kafka key_column 'customer id' must be a plain identifier"),
+    (dict(day_column="'day; drop'"), "LoadConfig day_column 'day; drop' must be a plain identifier"),
+    (dict(pipeline="'my pipeline'"), "LoadConfig pipeline: pipeline name 'my pipeline' must be 1-64 characters"),
+    (dict(kafka_partitions="0"), "LoadConfig: kafka partitions must be a whole number of at least 1, got 0"),
+    (dict(pg_conn_id="''"), "LoadConfig pg_conn_id must name an Airflow connection, got ''"),
+])
+def test_a_wrong_load_config_is_an_import_error_naming_the_problem(tmp_path, changes, message):
+    errors = import_errors(tmp_path, config_source=config(**changes))
+    assert message in errors, errors[-2000:]
+
+
+def test_a_dag_id_that_cannot_name_the_pipeline_is_an_import_error(tmp_path):
+    errors = import_errors(tmp_path, dag_id="a" * 65)
+    assert f"pipeline name (the DAG id {'a' * 65!r} unless LoadConfig.pipeline is set)" in errors, errors[-2000:]
+    assert "must be 1-64 characters of letters, digits, '_', '.', '-'" in errors
+
+
+def test_a_bad_mode_in_load_params_is_an_import_error(tmp_path):
+    errors = import_errors(tmp_path, params="load_params(mode='upsert')")
+    assert "load_params mode 'upsert' is not one of append, replace" in errors, errors[-2000:]
+
+
+@pytest.mark.parametrize("asset, message", [
+    ("table_asset('analytics')", "table_asset: postgres table 'analytics' must be schema.table with plain identifiers"),
+    ("topic_asset('..')", "topic_asset: kafka topic '..' is a name Kafka refuses"),
+])
+def test_a_wrong_asset_name_is_an_import_error(tmp_path, asset, message):
+    (tmp_path / "downstream.py").write_text(textwrap.dedent(f'''
+        import pendulum
+        from airflow.sdk import DAG
+        from airflow.providers.standard.operators.empty import EmptyOperator
+
+        from twophase_airflow import table_asset, topic_asset
+
+        with DAG("downstream_of_a_typo", schedule={asset}, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
+            EmptyOperator(task_id="noop")
+    '''))
+    bag = DagBag(dag_folder=str(tmp_path))
+    assert message in "\n".join(bag.import_errors.values()), bag.import_errors
