@@ -5,17 +5,21 @@ reading the load's state from the log, so a retry resumes where the last attempt
 
     begin -> prepare -> vote (decide) -> commit | rollback
 
-Errors: RetryLater (transient; the task should be retried), LoadAborted (the load ended
-ABORTED; raised by commit when Kafka failed for good), ProtocolViolation (a participant
-lost data the protocol could not protect; the load is VIOLATED).
+Errors: RetryLater (transient: a server down, a live concurrent attempt; the task should
+be retried; its message is one line), LoadAborted (the load ended ABORTED; raised by commit
+when Kafka failed for good), ProtocolViolation (a participant lost data the protocol could
+not protect; the load is VIOLATED). A failed prepare logs its root cause (errors.root_cause)
+as the load's prepare_error, which the vote's ABORT reason quotes.
 """
 
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from . import failpoints
+from .errors import ServerUnreachable, root_cause, servers
 from .log import Load, StateConflict, TransactionLog
 from .outcome import Kind, Outcome
 from .participants.kafka import KafkaParticipant
@@ -50,6 +54,17 @@ class AlreadyCommitted(RuntimeError):
 
 class IntervalBusy(RuntimeError):
     """Another load of the same pipeline and data interval is still in flight."""
+
+
+@contextmanager
+def _retry_when_down(conns: Connections):
+    """A server that does not answer (the log's Postgres, a participant's server) is
+    transient: RetryLater with one line naming it, never a client library's traceback."""
+    try:
+        with servers(pg_dsn=conns.pg_dsn, kafka_bootstrap=conns.kafka_bootstrap):
+            yield
+    except ServerUnreachable as exc:
+        raise RetryLater(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -103,13 +118,36 @@ def prepare(log: TransactionLog, conns: Connections, load_id: str, df, metrics: 
     earlier attempt staged). If recovery aborted the load meanwhile, the Postgres
     transaction this call prepared is rolled back and StateConflict is raised.
     """
-    from . import spark_stage
-
     load = log.get(load_id)
     if load.state == State.PREPARED:
         return log.votes(load_id)
     if load.state != State.PREPARING:
         raise StateConflict(load_id, load.state, [State.PREPARING])
+    try:
+        with servers(pg_dsn=conns.pg_dsn, kafka_bootstrap=conns.kafka_bootstrap):
+            return _prepare(log, conns, load, df, metrics)
+    except StateConflict:
+        raise
+    except Exception as exc:
+        record_prepare_error(log, load_id, exc)
+        raise
+
+
+def record_prepare_error(log: TransactionLog, load_id: str, exc: BaseException) -> str:
+    """Log why prepare failed (its root cause, one line) for the vote and the rollback;
+    returns it. Best effort: with the log's server down, the vote says prepare did not finish."""
+    cause = root_cause(exc)
+    try:
+        log.record_prepare_error(load_id, cause)
+    except Exception:  # noqa: BLE001 - never hide the prepare's own error behind this one
+        pass
+    return cause
+
+
+def _prepare(log: TransactionLog, conns: Connections, load: Load, df, metrics: dict | None) -> dict[str, Vote]:
+    from . import spark_stage
+
+    load_id = load.load_id
     spec = load.spec()
     parts = Participants.of(spec, conns)
     pg_copy = parts.postgres.begin()
@@ -135,6 +173,11 @@ def vote(log: TransactionLog, conns: Connections, load_id: str, rules=()) -> Loa
     Already decided: returns the load unchanged. Still PREPARING (prepare failed or is
     missing): decides ABORT.
     """
+    with _retry_when_down(conns):
+        return _vote(log, conns, load_id, rules)
+
+
+def _vote(log: TransactionLog, conns: Connections, load_id: str, rules) -> Load:
     load = log.get(load_id)
     if load.state not in (State.PREPARING, State.PREPARED):
         return load
@@ -174,6 +217,11 @@ def commit(log: TransactionLog, conns: Connections, load_id: str) -> list[Outcom
     LoadAborted. Postgres lost its prepared transaction after Kafka committed: VIOLATED,
     raise ProtocolViolation. Transient trouble: RetryLater (state stays COMMITTING).
     """
+    with _retry_when_down(conns):
+        return _commit(log, conns, load_id)
+
+
+def _commit(log: TransactionLog, conns: Connections, load_id: str) -> list[Outcome]:
     load = log.get(load_id)
     if load.state == State.COMMITTED:
         return []
@@ -211,6 +259,11 @@ def rollback(log: TransactionLog, conns: Connections, load_id: str, reason: str 
     From PREPARING or PREPARED (prepare failed, or recovery presumes abort) it first
     logs the ABORT decision with `reason`. Never touches the target topic.
     """
+    with _retry_when_down(conns):
+        return _rollback(log, conns, load_id, reason)
+
+
+def _rollback(log: TransactionLog, conns: Connections, load_id: str, reason: str | None) -> list[Outcome]:
     load = log.get(load_id)
     if load.state == State.ABORTED:
         return []

@@ -6,6 +6,8 @@
 - Orphans: prepared transactions (gid prefix `twophase:`) and staging tables whose load
   is unknown or already finished are rolled back or dropped.
 Every step is idempotent, so recovery may run while pipelines run, and run again.
+A server that is down leaves its loads as "retry later" (one line naming it); with the
+log's own Postgres down, recover raises PostgresUnreachable (one line) instead.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from . import coordinator, ids
+from .errors import servers
 from .log import TransactionLog
 from .participants import postgres
 from .spec import Connections
@@ -34,10 +37,11 @@ class Action:
 
 def recover(log: TransactionLog, conns: Connections, deadline: timedelta = DEFAULT_DEADLINE,
             now: datetime | None = None) -> list[Action]:
-    log.ensure_schema()
-    now = now or datetime.now(timezone.utc)
-    actions = [_resolve(log, conns, load, deadline, now) for load in log.unresolved()]
-    return actions + _clean_orphans(log, conns)
+    with servers(pg_dsn=conns.pg_dsn):
+        log.ensure_schema()
+        now = now or datetime.now(timezone.utc)
+        actions = [_resolve(log, conns, load, deadline, now) for load in log.unresolved()]
+        return actions + _clean_orphans(log, conns)
 
 
 def _resolve(log, conns, load, deadline, now) -> Action:

@@ -14,8 +14,10 @@ A pipeline's Spark job only computes; this frame stages and votes:
 `run` reads `--load-id` from the command line and the servers from the environment
 (TWOPHASE_PG_DSN, TWOPHASE_KAFKA_BOOTSTRAP), calls `build`, stages its DataFrame to
 both participants (coordinator.prepare) and logs the votes. If anything fails, the
-error is written to the transaction log, so the vote and the rollback can say why,
-and the job exits non-zero. It never decides: the vote task does.
+error's root cause (errors.root_cause: one line, e.g. "FileNotFoundException: File
+file:/... does not exist" rather than py4j's "An error occurred while calling o312...")
+is written to the transaction log, so the vote and the rollback can say why, and the job
+exits non-zero. It never decides: the vote task does.
 """
 
 from __future__ import annotations
@@ -72,9 +74,9 @@ def run(build: Callable[[object, LoadSpec], Output], argv: list[str] | None = No
         log.info("prepare finished in %.1f s; the load is PREPARED and waits for the vote",
                  time.monotonic() - started)
     except Exception as exc:
-        first_line = (str(exc).strip().splitlines() or [""])[0][:500]
-        txlog.record_prepare_error(load.load_id, f"{type(exc).__name__}: {first_line}")
-        log.error("prepare failed: %s: %s", type(exc).__name__, exc)
+        # The root cause while the JVM is still up (a Py4JJavaError's text comes from it).
+        cause = coordinator.record_prepare_error(txlog, load.load_id, exc)
+        log.error("prepare failed: %s (the whole error follows)", cause)
         raise
     finally:
         spark.stop()

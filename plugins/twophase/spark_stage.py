@@ -44,12 +44,19 @@ class _CsvStream:
         self._options = pacsv.WriteOptions(include_header=False)
         self.rows = 0
         self._batches_seen = 0
+        # What read() raised: psycopg2 reports it only as "COPY from stdin failed: error in
+        # .read() call: <class> <message>" (QueryCanceled), so StagePartition raises it again.
+        self.failure: BaseException | None = None
 
     def read(self, size: int = -1) -> bytes:
-        for batch in self._batches:
-            if batch.num_rows:
-                return self._write(batch)
-        return b""
+        try:
+            for batch in self._batches:
+                if batch.num_rows:
+                    return self._write(batch)
+            return b""
+        except BaseException as exc:
+            self.failure = exc
+            raise
 
     def _write(self, batch: pa.RecordBatch) -> bytes:
         self._kafka.produce(batch.column(KEY).to_pylist(), batch.column(VALUE).to_pylist(),
@@ -93,7 +100,12 @@ class StagePartition:
         try:
             self.kafka.open(part, attempt)
             stream = _CsvStream(batches, self.columns, part, self.kafka)
-            pg_rows = self.pg.copy(stream)
+            try:
+                pg_rows = self.pg.copy(stream)
+            except Exception:
+                if stream.failure is not None:  # Kafka's error (or Spark's), not COPY's
+                    raise stream.failure from None
+                raise
             records = self.kafka.flush()
             if pg_rows != stream.rows:
                 raise RuntimeError(f"partition {part}: COPY took {pg_rows} rows of {stream.rows}")

@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from .log import Load, TransactionLog
+from .participants.kafka import kafka_client
 from .spec import Connections
 from .states import State
 
@@ -116,12 +117,12 @@ def count_topic_by_load(bootstrap: str, topic: str) -> Counter:
 
 def iter_topic(bootstrap: str, topic: str, isolation: str = "read_committed") -> Iterator:
     """Every record of the topic visible at this isolation level, up to its end now."""
-    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30)
+    with kafka_client(AdminClient, bootstrap) as admin:
+        metadata = admin.list_topics(timeout=30)
     if topic not in metadata.topics:
         return
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"twophase-verify-{uuid.uuid4().hex}",
-                         "isolation.level": isolation, "enable.auto.commit": False})
-    try:
+    with kafka_client(Consumer, bootstrap, **{"group.id": f"twophase-verify-{uuid.uuid4().hex}",
+                                              "isolation.level": isolation, "enable.auto.commit": False}) as consumer:
         ends = {}
         for p in metadata.topics[topic].partitions:
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
@@ -141,5 +142,3 @@ def iter_topic(bootstrap: str, topic: str, isolation: str = "read_committed") ->
             for tp in consumer.position([TopicPartition(topic, p) for p in list(ends)]):
                 if tp.offset >= ends[tp.partition]:
                     ends.pop(tp.partition)
-    finally:
-        consumer.close()

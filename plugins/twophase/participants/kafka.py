@@ -17,18 +17,23 @@
 
 from __future__ import annotations
 
+import logging
+import re
 import time
 import zlib
+from contextlib import contextmanager
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from .. import failpoints, ids
+from ..errors import KafkaUnreachable, ServerUnreachable, kafka_unreachable, one_line
 from ..outcome import Kind, Outcome
 from ..spec import KafkaTarget
 from ..votes import Vote
 
 NAME = "kafka"
+_log = logging.getLogger("twophase.kafka")
 H_LOAD, H_PART, H_ATTEMPT = "load_id", "twophase.part", "twophase.attempt"
 _FENCE_TIMEOUT_MS = 60_000  # transaction.timeout.ms of abort's fencing producer (below any broker's limit)
 # Same partitioner as Java clients, so keys land where Java producers would put them.
@@ -45,6 +50,110 @@ _PRODUCER_BASE = {"partitioner": "murmur2_random", "compression.type": "lz4", "l
 # (1M records: 8.7 s at the default, 4.9 s at 10 ms). Memory stays bounded by
 # queued.max.messages.kbytes (64 MiB).
 _COPY_CONSUMER = {"fetch.queue.backoff.ms": 10}
+
+
+# The broker's default max.message.bytes (a topic's limit unless set on the topic).
+DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
+# What a record adds to its key, value and headers on the wire, at most: the record batch's
+# header (61 bytes) and the record's own varints (length, attributes, timestamp and offset
+# deltas, key and value lengths, header count: 36 bytes), rounded up.
+_RECORD_OVERHEAD = 100
+
+
+class ConnectionLog:
+    """The `logger` of every Kafka client the project creates (see kafka_config).
+
+    Without one, librdkafka prints each failed connection attempt to stderr, one line every
+    reconnect backoff (from 50-100 ms): hundreds of lines per outage in a task's log. This
+    logger says it once per outage: the first failure as a warning, repeats counted, and
+    one line when the outage ends (when the client is closed: after it worked again, or
+    after the step gave up), with its duration and count. Other librdkafka lines are passed
+    on to the `twophase.kafka` logger at their level.
+
+    confluent_kafka (2.16) calls `logger.log(level, "%s [%s] %s", facility, client name,
+    message)`, and only from poll()/flush()/consume() of the client: lines logged while the
+    client is blocked in another call (list_topics, init_transactions...) queue up until
+    then, so the duration is measured from the client's start (or the last outage's end).
+    """
+
+    def __init__(self, bootstrap: str):
+        self.bootstrap = bootstrap
+        self.quiet = False  # draining at the end: count only, the summary follows at once
+        self._reset()
+
+    def _reset(self) -> None:
+        self.failures = 0
+        self.first_failure = self.last_failure = ""
+        self.since = time.monotonic()
+
+    def log(self, level: int, fmt: str, *args) -> None:
+        facility, client, message = args if len(args) == 3 else ("", "", fmt % args)
+        message = _plain(message)
+        if facility != "FAIL":  # librdkafka's facility for a broker connection that failed
+            _log.log(level, "Kafka client %s: %s %s", client, facility, message)
+            return
+        if not self.failures and not self.quiet:
+            _log.warning("Kafka at %s: %s (further connection failures are counted, not logged, until the "
+                         "client closes)", self.bootstrap, message)
+        self.failures += 1
+        self.first_failure = self.first_failure or message
+        self.last_failure = message
+
+    def end(self, how: str) -> None:
+        """The client closes: one line for an outage it saw; `how` it ended."""
+        if self.failures:
+            _log.warning("Kafka at %s: %d failed connection attempts in %.1f s, %s; first: %s", self.bootstrap,
+                         self.failures, time.monotonic() - self.since, how, one_line(self.first_failure, 200))
+        self._reset()
+
+
+def _plain(message: str) -> str:
+    """A librdkafka log line without its thread, broker and state decorations:
+    "[thrd:127.0.0.1:59092/bootstrap]: 127.0.0.1:59092/bootstrap: Connect to ipv4#127.0.0.1:59092
+    failed: Connection refused (after 0ms in state CONNECT)" -> "Connect to ... refused"."""
+    message = message.split("]: ", 1)[-1]
+    message = re.sub(r"^\S+/(bootstrap|\d+): ", "", message)
+    return re.sub(r" \(after \d+ms in state \w+[^)]*\)$", "", message)
+
+
+def kafka_config(bootstrap: str, **settings) -> dict:
+    """The configuration of every Kafka client the project creates: the servers, the
+    client's own `settings` (names with dots: pass them as **{"acks": "all"}), and a fresh
+    ConnectionLog as its `logger`."""
+    return {**settings, "bootstrap.servers": bootstrap, "logger": ConnectionLog(bootstrap)}
+
+
+def _drain(client, log: ConnectionLog) -> None:
+    """Hand the client's queued log lines to its ConnectionLog (they arrive only on poll)."""
+    log.quiet = True
+    try:
+        client.poll(0)  # a Consumer here is never mid-copy: a record polled now is not used
+    except (RuntimeError, KafkaException):  # a closed consumer
+        pass
+    finally:
+        log.quiet = False
+
+
+@contextmanager
+def kafka_client(kind, bootstrap: str, **settings):
+    """A Producer, Consumer or AdminClient (`kind`) configured by kafka_config. On exit
+    its connection log is summarized and a Consumer is closed. A KafkaException that means
+    no broker answered leaves as KafkaUnreachable: one line naming the servers and what
+    the client saw ("Connect to ipv4#127.0.0.1:59092 failed: Connection refused")."""
+    conf = kafka_config(bootstrap, **settings)
+    log, client = conf["logger"], kind(conf)
+    how = "then it answered"
+    try:
+        with _answering(bootstrap, client, log):
+            yield client
+    except BaseException:
+        how = "given up"
+        raise
+    finally:
+        _drain(client, log)
+        if isinstance(client, Consumer):
+            client.close()
+        log.end(how)
 
 
 def _produce(producer: Producer, topic: str, value, key, headers, on_delivery=None) -> None:
@@ -75,15 +184,15 @@ _PASSING = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
             KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE}
 
 
-def _patiently(call, patience_s: float = 60.0):
-    """call(), retried with backoff while Kafka answers with a passing error."""
+def _patiently(call, patience_s: float = 60.0, also: frozenset = frozenset()):
+    """call(), retried with backoff while Kafka answers with a passing error (or one of `also`)."""
     deadline, pause = time.monotonic() + patience_s, 0.2
     while True:
         try:
             return call()
         except KafkaException as exc:
             err = exc.args[0]
-            passing = err.code() in _PASSING or err.retriable()
+            passing = err.code() in _PASSING or err.code() in also or err.retriable()
             if not passing or time.monotonic() + pause > deadline:
                 raise
             time.sleep(pause)
@@ -100,9 +209,23 @@ def public_headers(load_id: str, headers: dict[str, str]) -> list[tuple[str, byt
     return [(H_LOAD, load_id.encode()), *((k, v.encode()) for k, v in sorted(headers.items()))]
 
 
-def ensure_topics(bootstrap: str, target: KafkaTarget) -> None:
-    """Create the target and staging topics when missing; idempotent."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def ensure_topics(bootstrap: str, target: KafkaTarget) -> dict[str, int]:
+    """Create the target and staging topics when missing; idempotent. Returns each topic's
+    max.message.bytes (the largest record batch its broker accepts)."""
+    with kafka_client(AdminClient, bootstrap) as admin:
+        _create_missing(admin, target)
+        # A topic created a moment ago can be unknown to the broker answering for a moment.
+        return _patiently(lambda: _max_message_bytes(admin, [target.topic, target.staging_topic]),
+                          also=frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART}))
+
+
+def _max_message_bytes(admin: AdminClient, topics: list[str]) -> dict[str, int]:
+    futures = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics],
+                                     request_timeout=30)
+    return {resource.name: int(future.result(60)["max.message.bytes"].value) for resource, future in futures.items()}
+
+
+def _create_missing(admin: AdminClient, target: KafkaTarget) -> None:
     existing = admin.list_topics(timeout=30).topics
     wanted = [
         NewTopic(target.topic, target.partitions, target.replication_factor),
@@ -120,26 +243,76 @@ def ensure_topics(bootstrap: str, target: KafkaTarget) -> None:
                 raise
 
 
+class RecordTooLarge(ValueError):
+    """A record is larger than a topic of the load accepts (max.message.bytes)."""
+
+
+def _size_settings(max_message_bytes: int | None) -> dict:
+    """Producer settings for records up to the topics' limit: librdkafka refuses a record
+    above its own message.max.bytes (default 1,000,000, below the broker's default
+    1,048,588) before the broker sees it; and a batch must stay under the topic's limit."""
+    if max_message_bytes is None:
+        return {}
+    return {"message.max.bytes": max(1_000_000, max_message_bytes + 1024),
+            "batch.size": min(1 << 20, max_message_bytes)}
+
+
+@contextmanager
+def _answering(bootstrap: str, client, log: ConnectionLog):
+    """The one place a Kafka client's error that means no broker answered becomes
+    KafkaUnreachable (one line, naming what the client saw); other errors pass unchanged."""
+    try:
+        yield
+    except KafkaException as exc:
+        _drain(client, log)
+        down = kafka_unreachable(bootstrap, exc, log.first_failure)
+        if down is None:
+            raise
+        raise down from None
+
+
 class PartitionProducer:
     """Executor side: stage one Spark partition's records. Picklable (plain fields only).
 
     Librdkafka reports only failed deliveries (delivery.report.only.error): a Python
     callback per record took a quarter of the staging workers' time. Which offsets the
-    load's records got comes from the staging topic's watermarks (KafkaParticipant)."""
+    load's records got comes from the staging topic's watermarks (KafkaParticipant).
 
-    def __init__(self, bootstrap: str, staging_topic: str, load_id: str, headers: dict[str, str]):
+    `max_message_bytes`: the smallest max.message.bytes of the load's topics (read by
+    KafkaParticipant.begin; `limited_by` names that topic). A record whose key, value,
+    headers and framing exceed it is refused with RecordTooLarge naming its size and key,
+    before librdkafka or the broker refuse it with "Message size too large". Sizes are
+    checked uncompressed: the broker checks compressed batches, but a record must fit
+    whatever its neighbours compress to."""
+
+    def __init__(self, bootstrap: str, staging_topic: str, load_id: str, headers: dict[str, str],
+                 max_message_bytes: int | None = None, limited_by: str = ""):
         self.bootstrap, self.staging_topic, self.load_id = bootstrap, staging_topic, load_id
         self.headers = headers
+        self.max_message_bytes, self.limited_by = max_message_bytes, limited_by or staging_topic
 
     def open(self, part: int, attempt: str) -> None:
         self.errors: list[str] = []
-        self._producer = _connected(Producer({
-            **_PRODUCER_BASE, "bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
-            "delivery.report.only.error": True, "on_delivery": self._failed}))
+        self.part = part
         # The promoted record's headers with the internal ones after load_id, in this
         # order: the commit copy reads the first three by position (_StagedFilter).
         load, *extra = public_headers(self.load_id, self.headers)
         self._headers = [load, (H_PART, str(part).encode()), (H_ATTEMPT, attempt.encode()), *extra]
+        self._room = None  # the most key + value bytes a record may have
+        if self.max_message_bytes is not None:
+            framing = _RECORD_OVERHEAD + sum(len(k) + len(v) + 10 for k, v in self._headers)
+            self._room = self.max_message_bytes - framing
+        conf = kafka_config(self.bootstrap, **{
+            **_PRODUCER_BASE, **_size_settings(self.max_message_bytes), "enable.idempotence": True, "acks": "all",
+            "delivery.report.only.error": True, "on_delivery": self._failed})
+        self._log = conf["logger"]
+        self._producer = Producer(conf)
+        try:
+            with _answering(self.bootstrap, self._producer, self._log):
+                _connected(self._producer)
+        except BaseException:
+            self._log.end("given up")
+            raise
         self.checksum = 0
         self.records = 0
 
@@ -149,6 +322,10 @@ class PartitionProducer:
     def produce(self, keys: list, values: list, checksum: int) -> None:
         """Queue one batch of records (bytes or str); `checksum`: the sum of the batch's
         record_checksum values, computed by the caller (spark_stage does it in Spark)."""
+        # The largest value plus the largest key bounds every record: one pass in C per batch.
+        if self._room is not None and (max(map(len, filter(None, values)), default=0)
+                                       + max(map(len, filter(None, keys)), default=0)) > self._room:
+            self._refuse_too_large(keys, values)
         producer, topic, headers = self._producer, self.staging_topic, self._headers
         send = producer.produce
         for key, value in zip(keys, values):
@@ -160,13 +337,37 @@ class PartitionProducer:
         self.checksum = (self.checksum + checksum) % (1 << 64)
         self.records += len(keys)
 
+    def _refuse_too_large(self, keys: list, values: list) -> None:
+        for key, value in zip(keys, values):
+            size = len(_as_bytes(key)) + len(_as_bytes(value))
+            if size > self._room:
+                shown = _as_bytes(key).decode("utf-8", "backslashreplace") if key is not None else None
+                raise RecordTooLarge(
+                    f"record of {size:,} bytes (key and value) for key {one_line(repr(shown), 80)} exceeds the "
+                    f"max.message.bytes {self.max_message_bytes:,} of topic {self.limited_by} (headers and framing "
+                    f"take {self.max_message_bytes - self._room:,} of it): make the record smaller in the job, or "
+                    "raise max.message.bytes of the target and staging topics (and the broker's message.max.bytes)")
+
     def flush(self) -> int:
         """Wait for every record; the number staged. Raises if any was not acknowledged
         by all replicas (every record gets exactly one report, and only failures report)."""
         remaining = self._producer.flush(300)
+        log = self._log
+        saw = log.first_failure
+        log.end("staging ended" if not (remaining or self.errors) else "given up")
         if remaining or self.errors:
-            raise RuntimeError(f"Kafka staging failed: {remaining} records unsent, errors: {self.errors[:3]}")
+            problem = (f"{remaining} of {self.records} records of Spark partition {self.part} not acknowledged, "
+                       f"errors: {'; '.join(self.errors[:3]) or 'none reported'}")
+            if saw:
+                raise KafkaUnreachable(one_line(f"Kafka at {self.bootstrap} is unreachable: {saw}: {problem}"))
+            raise RuntimeError(one_line(f"Kafka staging failed: {problem}"))
         return self.records
+
+
+def _as_bytes(value) -> bytes:
+    if value is None:
+        return b""
+    return value.encode() if isinstance(value, str) else value
 
 
 class KafkaParticipant:
@@ -177,27 +378,26 @@ class KafkaParticipant:
         self.copy_id = ids.copy_transactional_id(load_id)
 
     def begin(self) -> PartitionProducer:
-        """Create the topics; note where the staging topic ends, before anything is staged."""
-        ensure_topics(self.bootstrap, self.target)
+        """Create the topics; note where the staging topic ends, before anything is staged.
+        The producer it returns refuses records larger than either topic accepts."""
+        limits = ensure_topics(self.bootstrap, self.target)
+        limited_by = min(limits, key=lambda topic: (limits[topic], topic))
+        self.max_message_bytes = limits[limited_by]
         self._staged_from = self._ends()
-        return PartitionProducer(self.bootstrap, self.target.staging_topic, self.load_id, self.target.headers)
+        return PartitionProducer(self.bootstrap, self.target.staging_topic, self.load_id, self.target.headers,
+                                 self.max_message_bytes, limited_by)
 
     def _ends(self) -> dict[int, int]:
         """Staging partition -> its high watermark (the next offset to be written)."""
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.copy_id,
-                             "enable.auto.commit": False})
         topic = self.target.staging_topic
-
-        def ends():
-            metadata = consumer.list_topics(topic, timeout=30).topics[topic]
-            if metadata.error is not None or not metadata.partitions:  # a new topic, not yet everywhere
-                raise KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE, f"{topic}: {metadata.error}"))
-            return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
-                    for p in metadata.partitions}
-        try:
+        with kafka_client(Consumer, self.bootstrap, **{"group.id": self.copy_id, "enable.auto.commit": False}) as consumer:
+            def ends():
+                metadata = consumer.list_topics(topic, timeout=30).topics[topic]
+                if metadata.error is not None or not metadata.partitions:  # a new topic, not yet everywhere
+                    raise KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE, f"{topic}: {metadata.error}"))
+                return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                        for p in metadata.partitions}
             return _patiently(ends)
-        finally:
-            consumer.close()
 
     # -- pre-commit ---------------------------------------------------------------------
     def pre_commit(self, results: list[dict], expected_records: int) -> Vote:
@@ -214,7 +414,8 @@ class KafkaParticipant:
         checksum = sum(r["kafka_checksum"] for r in results) % (1 << 64)
         detail = {"topic": self.target.topic, "staging_topic": self.target.staging_topic,
                   "ranges": {str(p): r for p, r in sorted(ranges.items())},
-                  "attempts": {str(r["part"]): r["attempt"] for r in results}, "checksum": checksum}
+                  "attempts": {str(r["part"]): r["attempt"] for r in results}, "checksum": checksum,
+                  "max_message_bytes": self.max_message_bytes}
         span = sum(last - first + 1 for first, last in ranges.values())
         if records != expected_records:
             return Vote(NAME, False, records, detail, f"staged {records} records but Spark produced {expected_records}")
@@ -226,9 +427,7 @@ class KafkaParticipant:
 
     def check_ranges(self, detail: dict) -> str:
         """'' if every staged range is still in the staging topic, else what is missing."""
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.copy_id,
-                             "enable.auto.commit": False})
-        try:
+        with kafka_client(Consumer, self.bootstrap, **{"group.id": self.copy_id, "enable.auto.commit": False}) as consumer:
             for partition, (first, last) in detail["ranges"].items():
                 low, high = consumer.get_watermark_offsets(
                     TopicPartition(detail["staging_topic"], int(partition)), timeout=30)
@@ -236,8 +435,6 @@ class KafkaParticipant:
                     return (f"staged records of {detail['staging_topic']}[{partition}] offsets {first}..{last} "
                             f"are no longer all there (topic now holds {low}..{high - 1}): "
                             "retention or an operator removed them")
-        finally:
-            consumer.close()
         return ""
 
     # -- commit ---------------------------------------------------------------------------
@@ -250,15 +447,22 @@ class KafkaParticipant:
         or checksum differ, or the copy outran its transaction timeout (FAILED, the open
         transaction aborted so nothing is visible); broker trouble (RETRY_LATER).
         """
+        producer_settings = {**_PRODUCER_BASE, **_size_settings(vote.detail.get("max_message_bytes")),
+                             "transactional.id": self.copy_id, "enable.idempotence": True, "acks": "all",
+                             "transaction.timeout.ms": self.target.transaction_timeout_ms}
+        consumer_settings = {"group.id": self.copy_id, "enable.auto.commit": False,
+                             "isolation.level": "read_committed", "auto.offset.reset": "error", **_COPY_CONSUMER}
+        try:
+            with kafka_client(Producer, self.bootstrap, **producer_settings) as producer, \
+                    kafka_client(Consumer, self.bootstrap, **consumer_settings) as consumer:
+                return self._commit(vote, _connected(producer), _connected(consumer))
+        except ServerUnreachable as exc:
+            return Outcome(NAME, Kind.RETRY_LATER, str(exc))
+
+    def _commit(self, vote: Vote, producer: Producer, consumer: Consumer) -> Outcome:
         detail = vote.detail
         ranges = {int(p): r for p, r in detail["ranges"].items()}
         timeout_s = self.target.transaction_timeout_ms / 1000
-        producer = _connected(Producer({
-            **_PRODUCER_BASE, "bootstrap.servers": self.bootstrap, "transactional.id": self.copy_id,
-            "enable.idempotence": True, "acks": "all", "transaction.timeout.ms": self.target.transaction_timeout_ms}))
-        consumer = _connected(Consumer({
-            "bootstrap.servers": self.bootstrap, "group.id": self.copy_id, "enable.auto.commit": False,
-            "isolation.level": "read_committed", "auto.offset.reset": "error", **_COPY_CONSUMER}))
         in_transaction = False
         try:
             try:
@@ -309,9 +513,8 @@ class KafkaParticipant:
                        and "timed out" in err.str().lower() and "transaction" in err.str().lower())
             if expired:
                 return Outcome(NAME, Kind.FAILED, self._timeout_advice(f"expired: {err.str()}"))
-            return Outcome(NAME, Kind.RETRY_LATER, f"Kafka: {err.str()}")
-        finally:
-            consumer.close()
+            down = kafka_unreachable(self.bootstrap, exc)
+            return Outcome(NAME, Kind.RETRY_LATER, str(down) if down else one_line(f"Kafka at {self.bootstrap}: {err.str()}"))
 
     def _copy(self, producer, consumer, detail, ranges, expected, deadline) -> tuple[int, int]:
         staging, topic = detail["staging_topic"], self.target.topic
@@ -359,7 +562,8 @@ class KafkaParticipant:
         return copied, checksum % (1 << 64)
 
     def _target_missing(self) -> str:
-        topics = AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(timeout=30).topics
+        with kafka_client(AdminClient, self.bootstrap) as admin:
+            topics = admin.list_topics(timeout=30).topics
         if self.target.topic not in topics:
             return f"target topic {self.target.topic} does not exist (deleted after the vote?)"
         return ""
@@ -388,21 +592,21 @@ class KafkaParticipant:
         until its retention deletes them."""
         # Fencing opens no transaction, so its timeout only has to be one the broker accepts:
         # a load whose transaction_timeout_ms is above the broker's limit must still roll back.
-        producer = _connected(Producer({
-            "bootstrap.servers": self.bootstrap, "transactional.id": self.copy_id,
-            "transaction.timeout.ms": min(self.target.transaction_timeout_ms, _FENCE_TIMEOUT_MS)}))
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.copy_id,
-                             "enable.auto.commit": False})
+        fence = {"transactional.id": self.copy_id,
+                 "transaction.timeout.ms": min(self.target.transaction_timeout_ms, _FENCE_TIMEOUT_MS)}
         try:
-            producer.init_transactions(60)
-            ranges = {int(p): r for p, r in (vote.detail["ranges"] if vote else {}).items()}
-            if self._copy_committed(consumer, self.target.staging_topic, ranges):
-                return Outcome(NAME, Kind.FAILED, f"the copy to {self.target.topic} already committed; "
-                               "Kafka cannot un-publish it")
-        except KafkaException as exc:
-            return Outcome(NAME, Kind.RETRY_LATER, f"Kafka: {exc.args[0].str()}")
-        finally:
-            consumer.close()
+            with kafka_client(Producer, self.bootstrap, **fence) as producer:
+                _connected(producer).init_transactions(60)
+                ranges = {int(p): r for p, r in (vote.detail["ranges"] if vote else {}).items()}
+                with kafka_client(Consumer, self.bootstrap, **{"group.id": self.copy_id,
+                                                               "enable.auto.commit": False}) as consumer:
+                    if self._copy_committed(consumer, self.target.staging_topic, ranges):
+                        return Outcome(NAME, Kind.FAILED, f"the copy to {self.target.topic} already committed; "
+                                       "Kafka cannot un-publish it")
+        except ServerUnreachable as exc:
+            return Outcome(NAME, Kind.RETRY_LATER, str(exc))
+        except KafkaException as exc:  # answered, but not now (a coordinator moving...)
+            return Outcome(NAME, Kind.RETRY_LATER, one_line(f"Kafka at {self.bootstrap}: {exc.args[0].str()}"))
         counts = {"staged_records_discarded": vote.count if vote else 0, "copy_fenced": self.copy_id}
         return Outcome(NAME, Kind.DONE, counts=counts)
 

@@ -15,6 +15,7 @@ retry what already happened.
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 
 import psycopg2
@@ -22,6 +23,7 @@ import psycopg2.errors
 from psycopg2 import sql
 
 from .. import failpoints, ids
+from ..errors import ServerUnreachable, one_line, servers
 from ..outcome import Kind, Outcome
 from ..spec import PostgresTarget, SpecError
 from ..votes import Vote
@@ -35,19 +37,26 @@ class PostgresConfigError(RuntimeError):
     """The server or the target table cannot take part; nothing was written."""
 
 
+class StagingRefused(ValueError):
+    """Postgres refused a row of the load while staging it (COPY); nothing is visible."""
+
+
 def _connect(dsn: str, autocommit: bool = True):
     """A connection; autocommit unless asked. Use with closing(): since psycopg2 2.9,
-    `with conn:` opens a transaction even in autocommit, and COMMIT PREPARED refuses that."""
-    conn = psycopg2.connect(dsn)
+    `with conn:` opens a transaction even in autocommit, and COMMIT PREPARED refuses that.
+    A server that does not answer raises PostgresUnreachable (errors.servers)."""
+    with servers(pg_dsn=dsn):
+        conn = psycopg2.connect(dsn)
     conn.autocommit = autocommit
     return conn
 
 
 @contextmanager
 def _autocommit(dsn: str):
+    """A cursor of an autocommit connection; a server lost meanwhile raises PostgresUnreachable."""
     conn = _connect(dsn)
     try:
-        with conn.cursor() as cur:
+        with servers(pg_dsn=dsn), conn.cursor() as cur:
             yield cur
     finally:
         conn.close()
@@ -116,24 +125,49 @@ class PartitionCopy:
     the new COPY, so a retried or speculative task never leaves duplicates.
     """
 
-    def __init__(self, dsn: str, staging: str, columns: list[str]):
-        self.dsn, self.staging, self.columns = dsn, staging, columns
+    def __init__(self, dsn: str, staging: str, columns: list[str], target: str = ""):
+        self.dsn, self.staging, self.columns, self.target = dsn, staging, columns, target
 
     def open(self, part: int):
+        self._part = part
         self._conn = _connect(self.dsn, autocommit=False)
-        cur = self._conn.cursor()
-        cur.execute("set local time zone 'UTC'")  # the CSV's timestamps are UTC (spark_stage)
-        cur.execute("select pg_advisory_xact_lock(hashtext(%s), %s)", (self.staging, part))
-        cur.execute(sql.SQL("delete from {} where {} = %s").format(
-            sql.SQL(self.staging), sql.Identifier(PART_COLUMN)), (part,))
+        with servers(pg_dsn=self.dsn):
+            cur = self._conn.cursor()
+            cur.execute("set local time zone 'UTC'")  # the CSV's timestamps are UTC (spark_stage)
+            cur.execute("select pg_advisory_xact_lock(hashtext(%s), %s)", (self.staging, part))
+            cur.execute(sql.SQL("delete from {} where {} = %s").format(
+                sql.SQL(self.staging), sql.Identifier(PART_COLUMN)), (part,))
         self._cur = cur
 
     def copy(self, csv_stream) -> int:
-        """COPY the CSV stream (columns in self.columns order, then the partition id)."""
+        """COPY the CSV stream (columns in self.columns order, then the partition id).
+        A value Postgres refuses raises StagingRefused naming the problem and the row."""
         statement = sql.SQL("copy {} ({}) from stdin with (format csv)").format(
             sql.SQL(self.staging), sql.SQL(", ").join(map(sql.Identifier, [*self.columns, PART_COLUMN])))
-        self._cur.copy_expert(statement.as_string(self._conn), csv_stream, size=1 << 20)
+        try:
+            with servers(pg_dsn=self.dsn):
+                self._cur.copy_expert(statement.as_string(self._conn), csv_stream, size=1 << 20)
+        except (psycopg2.DataError, psycopg2.IntegrityError) as exc:
+            raise StagingRefused(self._refusal(exc)) from None
         return self._cur.rowcount
+
+    def _refusal(self, exc: psycopg2.Error) -> str:
+        """What COPY refused, where, and what to do, in one line (Postgres' CONTEXT says
+        'COPY <staging>, line N[, column C: "value"]'; line N is the partition's row N)."""
+        primary = exc.diag.message_primary or str(exc).splitlines()[0]
+        context = exc.diag.context or ""
+        line = re.search(r"line (\d+)", context)
+        column = re.search(r"column (\w+)", context)
+        where = (f"row {line.group(1) if line else '?'} of Spark partition {self._part}"
+                 + (f", column {column.group(1)}" if column else ""))
+        if "0x00" in primary:
+            problem = ("a text value holds a NUL character (U+0000), which Postgres cannot store in text: remove it "
+                       "in the job, e.g. pyspark.sql.functions.translate(column, '\\x00', '')")
+        else:
+            problem = (f"{primary}: make the job's value fit the column "
+                       f"(or change the column of {self.target or 'the target table'})")
+        target = f" for {self.target}" if self.target else ""
+        return one_line(f"Postgres refused {where} while staging into {self.staging}{target}: {problem}", 600)
 
     def commit(self) -> None:
         self._conn.commit()
@@ -179,7 +213,7 @@ class PostgresParticipant:
                 sql.SQL(self.staging), sql.Identifier(self.target.schema, self.target.name)))
             cur.execute(f"alter table {self.staging} drop column load_id, add column {PART_COLUMN} int not null")
             cur.execute(f"comment on table {self.staging} is %s", (self.load_id,))
-        return PartitionCopy(self.dsn, self.staging, columns)
+        return PartitionCopy(self.dsn, self.staging, columns, self.target.table)
 
     def target_columns(self, cur) -> list[str]:
         """The target's columns in table order, without load_id; checks the table exists."""
@@ -207,7 +241,7 @@ class PostgresParticipant:
         """
         conn = _connect(self.dsn)
         try:
-            with conn.cursor() as cur:
+            with servers(pg_dsn=self.dsn), conn.cursor() as cur:
                 columns = self.target_columns(cur)
                 cur.execute("begin")
                 deleted = 0
@@ -257,16 +291,16 @@ class PostgresParticipant:
                 marker = self._marker(cur)
             failpoints.hit("pg.committed")
             return Outcome(NAME, Kind.DONE, counts={"rows": marker[0], "deleted": marker[1]} if marker else {})
-        except psycopg2.OperationalError as exc:
-            return Outcome(NAME, Kind.RETRY_LATER, f"Postgres unreachable: {str(exc).strip()}")
+        except (ServerUnreachable, psycopg2.OperationalError) as exc:  # down, or a lock or a conflict
+            return Outcome(NAME, Kind.RETRY_LATER, one_line(str(exc)))
 
     def clean_up(self) -> str:
         """After the commit: drop the staging table. '' when done, else why it was left
         (recovery's orphan sweep drops it later); never raises, the load is committed."""
         try:
             drop_staging_table(self.dsn, ids.staging_table(self.load_id))
-        except psycopg2.Error as exc:
-            return f"staging table {self.staging} left for recovery: {str(exc).strip()}"
+        except (psycopg2.Error, ServerUnreachable) as exc:
+            return one_line(f"staging table {self.staging} left for recovery: {exc}")
         return ""
 
     def abort(self, vote: Vote | None = None) -> Outcome:
@@ -280,8 +314,8 @@ class PostgresParticipant:
                     return Outcome(NAME, Kind.FAILED, f"{self.gid} is already committed; it cannot be rolled back")
                 discarded = _rollback_gid(cur, self.gid)
                 staged = self._drop_staging(cur)
-        except psycopg2.OperationalError as exc:
-            return Outcome(NAME, Kind.RETRY_LATER, f"Postgres unreachable: {str(exc).strip()}")
+        except (ServerUnreachable, psycopg2.OperationalError) as exc:  # down, or a lock or a conflict
+            return Outcome(NAME, Kind.RETRY_LATER, one_line(str(exc)))
         counts = {"prepared_transaction": "rolled back" if discarded else "none",
                   "staged_rows_dropped": staged or 0}
         if discarded and vote is not None:
