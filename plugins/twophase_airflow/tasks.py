@@ -19,7 +19,7 @@ from twophase.log import TransactionLog, UnknownLoad
 from twophase.outcome import Outcome
 from twophase.spec import Connections, KafkaTarget, LoadSpec, PostgresTarget, SpecError
 from twophase.states import TERMINAL, State
-from twophase.voting import MaxRejectedShare, MinRows
+from twophase.voting import MaxRejectedShare, MaxSkippedFiles, MinRows
 
 from .config import LoadConfig
 from .connections import from_airflow
@@ -147,14 +147,16 @@ def vote(cfg: LoadConfig, pipeline: str, context, commit_task: str, rollback_tas
             raise AirflowSkipException(f"begin failed ({_begin_said(context)}): nothing to vote on") from None
         raise
     params = context["params"]
-    rules = [MinRows(int(params.get("min_rows", 1))), MaxRejectedShare(float(params.get("max_rejected_share", 1.0)))]
+    rules = [MinRows(int(params.get("min_rows", 1))), MaxRejectedShare(float(params.get("max_rejected_share", 1.0))),
+             MaxSkippedFiles(int(params.get("max_skipped_files", 0)))]
     load = coordinator.vote(txlog, conns, lid, rules)
     for v in txlog.votes(lid).values():
         log.info("vote of %s: %s, %d staged%s; %s", v.participant, "YES" if v.yes else "NO", v.count,
                  f" ({v.reason})" if v.reason else "", _vote_detail(v.participant, v.detail))
     if load.expected_rows is not None:
         log.info("Spark computed %d rows; job metrics: %s", load.expected_rows, load.metrics or "none")
-    log.info("quality gates: min_rows=%s, max_rejected_share=%s", rules[0].minimum, rules[1].maximum)
+    log.info("quality gates: min_rows=%s, max_rejected_share=%s, max_skipped_files=%s", rules[0].minimum,
+             rules[1].maximum, rules[2].maximum)
     if load.state == State.VIOLATED:
         raise AirflowFailException(f"load {lid} is VIOLATED: {load.reason}")
     if load.state in (State.COMMITTING, State.COMMITTED):
@@ -262,19 +264,21 @@ def _postgres(cfg: LoadConfig, conns: Connections):
     except psycopg2.OperationalError as exc:
         if type(exc) is not psycopg2.OperationalError:
             raise
+        # libpq's first line says what failed ("... port 1 failed: Connection refused"); the
+        # next ones are hints the fix below covers. It never quotes the password, but be sure.
+        detail = next((line.strip() for line in str(exc).splitlines() if line.strip()), "no message")
         password = parse_dsn(conns.pg_dsn).get("password")
-        detail = _one_line(exc, with_type=False)
         if password:
             detail = detail.replace(password, "***")
         raise PostgresUnreachable(
             f"cannot reach Postgres (Airflow connection {cfg.pg_conn_id!r}): {detail}; check that the server runs "
-            "and the connection's host, port, database, login and password") from None
+            "and that the connection's host, port, database, login and password are right") from None
 
 
-def _one_line(exc: BaseException, with_type: bool = True, limit: int = 500) -> str:
+def _one_line(exc: BaseException, limit: int = 500) -> str:
     """An exception as one line: our own failures as their message, others with their type."""
     text = " ".join(str(exc).split()) or "no message"
-    if with_type and not isinstance(exc, (AirflowFailException, PostgresUnreachable, SpecError)):
+    if not isinstance(exc, (AirflowFailException, PostgresUnreachable, SpecError)):
         text = f"{type(exc).__name__}: {text}"
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
