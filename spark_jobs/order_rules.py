@@ -97,13 +97,29 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not a JSON value")
 
 
+class _Decoder:
+    """A json.JSONDecoder made once per process, that pickles as its settings (the job
+    ships these rules to executors by value, and a decoder's C scanner cannot be pickled)."""
+
+    def __init__(self, **settings):
+        self.settings, self._decoder = settings, None
+
+    def __getstate__(self):
+        return {"settings": self.settings, "_decoder": None}
+
+    def decode(self, text: str):
+        if self._decoder is None:
+            self._decoder = json.JSONDecoder(**self.settings)
+        return self._decoder.decode(text)
+
+
 # Numbers as Decimal: exact, so 1e400 is a number too large, not infinity, and 12.345 stays
 # what was written. One decoder for all lines (json.loads builds one per call).
-_DECODER = json.JSONDecoder(parse_float=Decimal, parse_int=Decimal, parse_constant=_no_constant)
+_DECODER = _Decoder(parse_float=Decimal, parse_int=Decimal, parse_constant=_no_constant)
 # The slower twin that sees every key of an object, for the lines where a field the rules
 # read may appear twice (a plain dict keeps only the last).
-_PAIRS_DECODER = json.JSONDecoder(object_pairs_hook=_object, parse_float=Decimal, parse_int=Decimal,
-                                  parse_constant=_no_constant)
+_PAIRS_DECODER = _Decoder(object_pairs_hook=_object, parse_float=Decimal, parse_int=Decimal,
+                          parse_constant=_no_constant)
 
 
 def _maybe_repeated(text: str) -> bool:

@@ -37,7 +37,8 @@ from .config import LoadConfig, check_pipeline
 from .prepare_operator import TwoPhasePrepareOperator
 
 
-def load_params(min_rows: int = 1, max_rejected_share: float = 0.05, mode: str = "append") -> dict[str, Param]:
+def load_params(min_rows: int = 1, max_rejected_share: float = 0.05, mode: str = "append",
+                max_skipped_files: int = 0) -> dict[str, Param]:
     """The trigger form every two-phase load understands: the day, the gates, the mode.
 
     These are also the only trigger (conf) keys begin accepts: it refuses any other key,
@@ -56,6 +57,10 @@ def load_params(min_rows: int = 1, max_rejected_share: float = 0.05, mode: str =
                                     title="Maximum rejected share",
                                     description="Quality gate: the vote aborts when a larger share of input "
                                                 "lines was rejected (0..1; 1 turns the gate off)."),
+        "max_skipped_files": Param(max_skipped_files, type="integer", minimum=0, title="Maximum files not read",
+                                   description="Quality gate: the vote aborts when the job left more non-empty "
+                                               "input files unread (hidden names, subfolders); the job lists "
+                                               "them in the prepare log."),
         "mode": Param(mode, type="string", enum=list(WRITE_MODES), title="Write mode",
                       description="append: load the day once (a committed day is not loaded again). "
                                   "replace: swap the day's rows atomically for the new load's."),

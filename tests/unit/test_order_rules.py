@@ -69,3 +69,19 @@ def test_a_valid_order_is_normalised():
     order = verdict.order
     assert (order.order_id, order.customer_id, order.amount) == ("o1", "c1", Decimal("2.01"))
     assert order.ordered_at.isoformat() == "2041-03-04T08:00:00.123456+00:00"
+
+
+def test_the_rules_pickle_by_value_after_use():
+    """The job ships the rules to executors inside the pickled function (by value), also
+    after the driver used them; the unpickled copy judges the same."""
+    import order_rules
+    from pyspark import cloudpickle
+
+    check_line(b'{"order_id":"o1"}', DAY)
+    cloudpickle.register_pickle_by_value(order_rules)
+    try:
+        copy = cloudpickle.loads(cloudpickle.dumps(order_rules.check_line))
+    finally:
+        cloudpickle.unregister_pickle_by_value(order_rules)
+    raw = b'{"order_id":"o1","customer_id":"c1","amount":1,"ordered_at":"2041-03-04T00:00:00Z"}'
+    assert copy(raw, DAY) == check_line(raw, DAY) and copy(raw, DAY).order is not None
