@@ -15,6 +15,7 @@ from psycopg2.extensions import parse_dsn
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from twophase import coordinator, ids
+from twophase.errors import PostgresUnreachable
 from twophase.log import TransactionLog, UnknownLoad
 from twophase.outcome import Outcome
 from twophase.spec import Connections, KafkaTarget, LoadSpec, PostgresTarget, SpecError
@@ -31,10 +32,6 @@ BEGIN_TASK = "begin"
 # runs whatever happened before it and is the task that says how the run ended.
 NOTHING_TO_DO = "nothing_to_do"  # the day is already committed (append mode): the run succeeds
 REFUSED = "refused"              # begin failed, with this reason: the run fails
-
-
-class PostgresUnreachable(RuntimeError):
-    """The pipeline's Postgres cannot be reached (down, wrong host, port or login); retried."""
 
 
 def load_id(pipeline: str, context) -> str:
