@@ -240,7 +240,7 @@ def _commit(log: TransactionLog, conns: Connections, load_id: str) -> list[Outco
                           + "; ".join(o.describe() for o in outcomes))
     postgres = _timed(parts.postgres.commit)
     if postgres.kind == Kind.RETRY_LATER:
-        raise RetryLater(postgres.describe())
+        raise _retry_later([kafka, postgres])
     if postgres.kind == Kind.FAILED:
         reason = f"Kafka committed {votes['kafka'].count} records but Postgres cannot commit: {postgres.reason}"
         log.transition(load_id, State.VIOLATED, reason=reason)
@@ -276,9 +276,8 @@ def _rollback(log: TransactionLog, conns: Connections, load_id: str, reason: str
     outcomes = [_timed(parts.kafka.abort, votes.get("kafka"))]
     failpoints.hit("rollback.middle")
     outcomes.append(_timed(parts.postgres.abort, votes.get("postgres")))
-    for outcome in outcomes:
-        if outcome.kind == Kind.RETRY_LATER:
-            raise RetryLater(outcome.describe())
+    if any(o.kind == Kind.RETRY_LATER for o in outcomes):
+        raise _retry_later(outcomes)
     failed = [o for o in outcomes if o.kind == Kind.FAILED]
     if failed:
         reason = "rollback impossible: " + "; ".join(o.describe() for o in failed)
@@ -286,6 +285,13 @@ def _rollback(log: TransactionLog, conns: Connections, load_id: str, reason: str
         raise ProtocolViolation(f"load {load_id} VIOLATED: {reason}")
     log.transition(load_id, State.ABORTED)
     return outcomes
+
+
+def _retry_later(outcomes: list[Outcome]) -> RetryLater:
+    """What must be retried, and what the other participant did meanwhile (a retry finds it done)."""
+    later = [o.describe() for o in outcomes if o.kind == Kind.RETRY_LATER]
+    others = [o.describe() for o in outcomes if o.kind != Kind.RETRY_LATER]
+    return RetryLater("; ".join(later) + (f" (meanwhile {'; '.join(others)})" if others else ""))
 
 
 def _timed(call, *args) -> Outcome:

@@ -183,7 +183,7 @@ def kafka_unreachable(bootstrap: str, exc: BaseException, seen: str = "") -> Kaf
     err = exc.args[0]
     down = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE, KafkaError._TIMED_OUT,
             KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT_QUEUE, KafkaError.BROKER_NOT_AVAILABLE,
-            KafkaError.NETWORK_EXCEPTION, KafkaError.REQUEST_TIMED_OUT, KafkaError.COORDINATOR_NOT_AVAILABLE}
+            KafkaError.NETWORK_EXCEPTION, KafkaError.REQUEST_TIMED_OUT}
     if err.code() not in down:
         return None
     what = "is unreachable" if seen or err.code() != KafkaError._TIMED_OUT else "did not answer in time"

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import coordinator
+from .errors import servers
 from .log import TransactionLog
 from .spec import Connections, LoadSpec
 from .states import State
@@ -52,7 +53,8 @@ def run(build: Callable[[object, LoadSpec], Output], argv: list[str] | None = No
     args = parser.parse_args(argv)
     conns = Connections.from_env()
     txlog = TransactionLog(conns.pg_dsn)
-    load = txlog.get(args.load_id)
+    with servers(pg_dsn=conns.pg_dsn):  # the log's Postgres down: one line, not psycopg2's traceback
+        load = txlog.get(args.load_id)
     log.info("load %s (state %s): input %s", load.load_id, load.state, load.input)
     if load.state == State.PREPARED:
         log.info("already prepared by an earlier attempt; nothing to do")

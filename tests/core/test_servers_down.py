@@ -68,6 +68,7 @@ def test_each_step_retries_later_while_a_server_is_down(spark, txlog, conns, tar
         coordinator.commit(txlog, pg_down, spec.load_id)
     text = _one_line_naming(raised.value, f"Postgres at 127.0.0.1:{port}")
     assert text.startswith("postgres: retry later; ") and "not-shown" not in text
+    assert "(meanwhile kafka: done; records=100, " in text
     assert txlog.get(spec.load_id).state == State.COMMITTING
     assert count_table_rows(conns.pg_dsn, spec.postgres.table, spec.load_id) == 0
 
@@ -93,7 +94,8 @@ def test_prepare_with_kafka_down_logs_why_and_rolls_back_once_it_is_back(spark, 
     # The rollback fences Kafka's copy: it waits for Kafka, and has dropped Postgres' staging meanwhile.
     with pytest.raises(coordinator.RetryLater) as raised:
         coordinator.rollback(txlog, kafka_down, spec.load_id)
-    _one_line_naming(raised.value, f"Kafka at {kafka_down.kafka_bootstrap}")
+    text = _one_line_naming(raised.value, f"Kafka at {kafka_down.kafka_bootstrap}")
+    assert "(meanwhile postgres: done; prepared_transaction=none, staged_rows_dropped=0; in " in text, text
     assert txlog.get(spec.load_id).state == State.ABORTING
     coordinator.rollback(txlog, conns, spec.load_id)
     assert txlog.get(spec.load_id).state == State.ABORTED
