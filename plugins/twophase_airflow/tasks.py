@@ -146,7 +146,10 @@ def vote(cfg: LoadConfig, pipeline: str, context, commit_task: str, rollback_tas
     params = context["params"]
     rules = [MinRows(int(params.get("min_rows", 1))), MaxRejectedShare(float(params.get("max_rejected_share", 1.0))),
              MaxSkippedFiles(int(params.get("max_skipped_files", 0)))]
-    load = coordinator.vote(txlog, conns, lid, rules)
+    try:
+        load = coordinator.vote(txlog, conns, lid, rules)
+    except coordinator.RetryLater as exc:  # a server down during the live checks: one line, retried
+        raise RuntimeError(f"vote of {lid} must be retried: {exc}") from None
     for v in txlog.votes(lid).values():
         log.info("vote of %s: %s, %d staged%s; %s", v.participant, "YES" if v.yes else "NO", v.count,
                  f" ({v.reason})" if v.reason else "", _vote_detail(v.participant, v.detail))
