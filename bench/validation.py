@@ -1,0 +1,85 @@
+"""What the example job's line-by-line validation costs, beside Spark's own JSON reader.
+
+    .venv/bin/python -m bench.validation --lines 1000000 [--reps 2]
+
+Makes one sample day (orders_sample, 1% bad lines) and times, on the same files, in the
+same Spark session, alternating each repetition:
+
+- baseline: Spark's own reader of the same lines (`spark.read.text` + `from_json` with the
+  order schema), grouped into the same per-customer totals: what a job that trusts its
+  input pays;
+- the job: `orders_daily_totals.build` (listing, Python validation of every line in
+  order_rules, rejects written, duplicates, totals), its result counted.
+
+Neither stages anything: the servers are not needed. Prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import types
+from datetime import date
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "spark_jobs"), str(ROOT / "plugins")]
+
+
+def baseline(spark, folder: str) -> int:
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    schema = T.StructType([T.StructField("order_id", T.StringType()), T.StructField("customer_id", T.StringType()),
+                           T.StructField("amount", T.DoubleType()), T.StructField("ordered_at", T.TimestampType())])
+    orders = spark.read.text(folder).select(F.from_json("value", schema).alias("o")).select("o.*")
+    return (orders.where(F.col("customer_id").isNotNull()).groupBy("customer_id")
+            .agg(F.count(F.lit(1)), F.sum("amount"), F.min("ordered_at"), F.max("ordered_at")).count())
+
+
+def job(spark, folder: str, day: date, rejects: str) -> int:
+    import orders_daily_totals
+
+    spec = types.SimpleNamespace(input={"path": folder, "date": day.isoformat(), "rejects": rejects})
+    return orders_daily_totals.build(spark, spec).df.count()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lines", type=int, default=1_000_000)
+    parser.add_argument("--reps", type=int, default=2)
+    args = parser.parse_args(argv)
+
+    from orders_sample.generate import generate
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this venv's pyarrow
+    day = date(2041, 1, 1)
+    with tempfile.TemporaryDirectory(prefix="bench-validation-") as tmp:
+        made = generate(Path(tmp) / "landing", day, args.lines, bad_share=0.01)
+        spark = (SparkSession.builder.master("local[*]").appName("bench validation")
+                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        times: dict[str, list[float]] = {"baseline": [], "job": []}
+        for rep in range(args.reps):
+            for name in times:
+                started = time.perf_counter()
+                rows = (baseline(spark, str(made.folder)) if name == "baseline"
+                        else job(spark, str(made.folder), day, f"{tmp}/rejects-{rep}"))
+                times[name].append(time.perf_counter() - started)
+                print(f"  {name} rep {rep + 1}: {times[name][-1]:.1f} s, {rows} rows", file=sys.stderr, flush=True)
+        spark.stop()
+    base, ours = statistics.median(times["baseline"]), statistics.median(times["job"])
+    print(f"| lines | Spark's reader, trusting the input | the job, every line validated | ratio |\n"
+          f"|---:|---:|---:|---:|\n"
+          f"| {args.lines:,} | {base:.1f} s ({args.lines / base:,.0f} lines/s) | {ours:.1f} s "
+          f"({args.lines / ours:,.0f} lines/s) | {ours / base:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
