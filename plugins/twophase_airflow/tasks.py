@@ -15,7 +15,7 @@ from psycopg2.extensions import parse_dsn
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from twophase import coordinator, ids
-from twophase.errors import PostgresUnreachable
+from twophase.errors import PostgresUnreachable, one_line, postgres_unreachable
 from twophase.log import TransactionLog, UnknownLoad
 from twophase.outcome import Outcome
 from twophase.spec import Connections, KafkaTarget, LoadSpec, PostgresTarget, SpecError
@@ -257,12 +257,13 @@ def _begin_said(context) -> str:
 @contextmanager
 def _postgres(cfg: LoadConfig, conns: Connections):
     """A Postgres that cannot be reached raises PostgresUnreachable with one readable line
-    (the task's retries apply). Errors of a reachable server (deadlocks, cancelled
-    queries: OperationalError's subclasses) pass unchanged."""
+    naming the Airflow connection (the task's retries apply). Which errors mean that is the
+    core's rule (errors.postgres_unreachable); errors of a reachable server (deadlocks,
+    cancelled queries) pass unchanged."""
     try:
         yield
     except psycopg2.OperationalError as exc:
-        if type(exc) is not psycopg2.OperationalError:
+        if postgres_unreachable(conns.pg_dsn, exc) is None:
             raise
         # libpq's first line says what failed ("... port 1 failed: Connection refused"); the
         # next ones are hints the fix below covers. It never quotes the password, but be sure.
@@ -277,10 +278,10 @@ def _postgres(cfg: LoadConfig, conns: Connections):
 
 def _one_line(exc: BaseException, limit: int = 500) -> str:
     """An exception as one line: our own failures as their message, others with their type."""
-    text = " ".join(str(exc).split()) or "no message"
+    text = str(exc).strip() or "no message"
     if not isinstance(exc, (AirflowFailException, PostgresUnreachable, SpecError)):
         text = f"{type(exc).__name__}: {text}"
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return one_line(text, limit)
 
 
 def _log_outcomes(step: str, outcomes: list[Outcome]) -> None:
