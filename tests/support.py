@@ -12,7 +12,24 @@ import psycopg2
 
 from twophase.ids import load_id_for
 from twophase.spec import KafkaTarget, LoadSpec, PostgresTarget
-from twophase.verify import iter_topic
+from twophase.participants.kafka import iter_topic
+
+
+def count_table_rows(dsn: str, table: str, load_id: str) -> int:
+    """Rows of the load in the table, as any reader counts them (0 when the table is missing)."""
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute("select to_regclass(%s)", (table,))
+        if cur.fetchone()[0] is None:
+            return 0
+        cur.execute(f"select count(*) from {table} where load_id = %s", (load_id,))
+        return cur.fetchone()[0]
+
+
+def participants(spec, conns) -> dict:
+    """The load's participants by name ("postgres", "kafka")."""
+    from twophase.participants import participants_of
+
+    return {p.name: p for p in participants_of(spec, conns)}
 
 
 def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed") -> list:

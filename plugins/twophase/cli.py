@@ -90,7 +90,7 @@ def cmd_verify(log, conns, args) -> int:
     else:
         for f in findings:
             mark = "ok  " if f.ok else "FAIL"
-            print(f"{mark} {f.state:<11} pg={f.pg_rows:<8} kafka={f.kafka_records:<8} expected {f.expected}  {f.load_id}"
+            print(f"{mark} {f.state:<11} {f.describe_visible()}  expected {f.expected}  {f.load_id}"
                   + (f"  <- {f.problem}" if f.problem else ""))
         print(f"verify: {len(findings)} loads checked, {len(bad)} violations"
               + (": " + ", ".join(f.load_id for f in bad) if bad else ""))

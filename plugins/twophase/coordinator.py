@@ -5,44 +5,47 @@ reading the load's state from the log, so a retry resumes where the last attempt
 
     begin -> prepare -> vote (decide) -> commit | rollback
 
-Errors: RetryLater (transient: a server down, a live concurrent attempt; the task should
-be retried; its message is one line), LoadAborted (the load ended ABORTED; raised by commit
-when Kafka failed for good), ProtocolViolation (a participant lost data the protocol could
-not protect; the load is VIOLATED). A failed prepare logs its root cause (errors.root_cause)
-as the load's prepare_error, which the vote's ABORT reason quotes.
+The coordinator names no kind of participant: it drives every participant of the load
+through the contract (twophase.participant) and commits them in commit order (those whose
+commit can still fail for good first; docs/adr/0001-commit-order.md).
+
+Errors (errors.Transient or errors.Terminal): RetryLater (transient: a server down, a live
+concurrent attempt; its message is one line), LoadAborted (the load ended ABORTED during
+commit), ProtocolViolation (a participant lost data the protocol could not protect; the
+load is VIOLATED). A failed prepare logs its root cause (errors.root_cause) as the load's
+prepare_error, which the vote's ABORT reason quotes.
 """
 
 from __future__ import annotations
 
-import time
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from . import failpoints
-from .errors import ServerUnreachable, root_cause, servers
-from .log import Load, StateConflict, TransactionLog
+from .errors import ServerUnreachable, Terminal, Transient, root_cause
+from .log import Load, StateConflict, TransactionLog, UnknownLoad
 from .outcome import Kind, Outcome
-from .participants.kafka import KafkaParticipant
-from .participants.postgres import PostgresParticipant, is_prepared
+from .participant import Participant, outcome_of, servers_of
+from .participants import commit_order
 from .spec import Connections, LoadSpec
 from .states import TERMINAL, State
 from .voting import reasons_to_abort
 from .votes import Vote
 
 
-class RetryLater(RuntimeError):
+class RetryLater(Transient):
     """A participant could not act now (server down, live concurrent attempt); retry."""
 
 
-class LoadAborted(RuntimeError):
+class LoadAborted(Terminal):
     """The load ended ABORTED; the message says why."""
 
 
-class ProtocolViolation(RuntimeError):
+class ProtocolViolation(Terminal):
     """Data was lost outside the protocol's control; the load is VIOLATED."""
 
 
-class AlreadyCommitted(RuntimeError):
+class AlreadyCommitted(Terminal):
     """Append mode, and the pipeline already committed a load of this data interval."""
 
     def __init__(self, load: Load):
@@ -52,30 +55,25 @@ class AlreadyCommitted(RuntimeError):
         self.load = load
 
 
-class IntervalBusy(RuntimeError):
+class IntervalBusy(Terminal):
     """Another load of the same pipeline and data interval is still in flight."""
 
 
 @contextmanager
-def _retry_when_down(conns: Connections):
-    """A server that does not answer (the log's Postgres, a participant's server) is
-    transient: RetryLater with one line naming it, never a client library's traceback."""
+def _retry_when_down(log: TransactionLog, load_id: str, conns: Connections):
+    """A server that does not answer (the log's, a participant's) is transient: RetryLater
+    with one line naming it, never a client library's traceback. The log maps its own
+    server's errors; a participant's raw errors are mapped by the participant."""
     try:
-        with servers(pg_dsn=conns.pg_dsn, kafka_bootstrap=conns.kafka_bootstrap):
+        parts: list[Participant] = []
+        try:
+            parts = conns.participants(log.get(load_id).spec())
+        except UnknownLoad:
+            pass
+        with servers_of(parts):
             yield
     except ServerUnreachable as exc:
         raise RetryLater(str(exc)) from None
-
-
-@dataclass(frozen=True)
-class Participants:
-    postgres: PostgresParticipant
-    kafka: KafkaParticipant
-
-    @classmethod
-    def of(cls, spec: LoadSpec, conns: Connections) -> "Participants":
-        return cls(PostgresParticipant(conns.pg_dsn, spec.postgres, spec.load_id),
-                   KafkaParticipant(conns.kafka_bootstrap, spec.kafka, spec.load_id))
 
 
 def begin(log: TransactionLog, spec: LoadSpec) -> Load:
@@ -108,15 +106,17 @@ def _plan(spec: LoadSpec, others: list[Load]) -> LoadSpec:
     return replace(spec, kafka=replace(spec.kafka, headers=headers))
 
 
-def prepare(log: TransactionLog, conns: Connections, load_id: str, df, metrics: dict | None = None) -> dict[str, Vote]:
-    """Stage df to both participants, log their votes, move the load to PREPARED.
+def prepare(log: TransactionLog, conns: Connections, load_id: str, df, metrics: dict | None = None,
+            stage=None) -> dict[str, Vote]:
+    """Stage df to every participant in one pass, log their votes, move the load to PREPARED.
 
     `metrics`: the job's own figures (input_lines, rejected_lines...), logged for the
-    quality rules of the vote.
+    quality rules of the vote. `stage(df, stagings) -> spark_stage.Staged`: the staging
+    pass, Spark's (spark_stage.stage) unless a test runs writers in-process.
 
     Runs in the Spark driver. A retry restages from scratch (participants discard what an
     earlier attempt staged). If recovery aborted the load meanwhile, the Postgres
-    transaction this call prepared is rolled back and StateConflict is raised.
+    participants' prepared data is discarded and StateConflict is raised.
     """
     load = log.get(load_id)
     if load.state == State.PREPARED:
@@ -124,8 +124,8 @@ def prepare(log: TransactionLog, conns: Connections, load_id: str, df, metrics: 
     if load.state != State.PREPARING:
         raise StateConflict(load_id, load.state, [State.PREPARING])
     try:
-        with servers(pg_dsn=conns.pg_dsn, kafka_bootstrap=conns.kafka_bootstrap):
-            return _prepare(log, conns, load, df, metrics)
+        with servers_of(conns.participants(load.spec())):
+            return _prepare(log, conns, load, df, metrics, stage)
     except StateConflict:
         raise
     except Exception as exc:
@@ -144,25 +144,25 @@ def record_prepare_error(log: TransactionLog, load_id: str, exc: BaseException) 
     return cause
 
 
-def _prepare(log: TransactionLog, conns: Connections, load: Load, df, metrics: dict | None) -> dict[str, Vote]:
-    from . import spark_stage
+def _prepare(log: TransactionLog, conns: Connections, load: Load, df, metrics: dict | None, stage) -> dict[str, Vote]:
+    if stage is None:
+        from .spark_stage import stage
 
     load_id = load.load_id
-    spec = load.spec()
-    parts = Participants.of(spec, conns)
-    pg_copy = parts.postgres.begin()
-    kafka_producer = parts.kafka.begin()
-    results = spark_stage.stage(df, pg_copy.columns, spec.kafka.key_column, pg_copy, kafka_producer)
-    expected = sum(r["rows"] for r in results)
-    log.set_expected_rows(load_id, expected, metrics)
-    votes = [parts.postgres.pre_commit(expected), parts.kafka.pre_commit(results, expected)]
-    for vote in votes:
-        log.record_vote(load_id, vote)
+    parts = conns.participants(load.spec())
+    stagings = {p.name: p.stage(list(df.columns)) for p in parts}
+    staged = stage(df, stagings)
+    log.set_expected(load_id, staged.expected, metrics)
+    votes = [p.prepare(stagings[p.name].marks, staged.reports[p.name],
+                       {t: staged.expected[t] for t in p.targets}) for p in parts]
+    for v in votes:
+        log.record_vote(load_id, v)
     failpoints.hit("coordinator.votes_logged")
     try:
         log.transition(load_id, State.PREPARED, expect=[State.PREPARING])
     except StateConflict:
-        parts.postgres.abort()
+        for p, v in zip(parts, votes):  # recovery decided meanwhile: discard what this call prepared
+            outcome_of(p, "abort", lambda p=p, v=v: p.abort(v))
         raise
     return {v.participant: v for v in votes}
 
@@ -173,7 +173,7 @@ def vote(log: TransactionLog, conns: Connections, load_id: str, rules=()) -> Loa
     Already decided: returns the load unchanged. Still PREPARING (prepare failed or is
     missing): decides ABORT.
     """
-    with _retry_when_down(conns):
+    with _retry_when_down(log, load_id, conns):
         return _vote(log, conns, load_id, rules)
 
 
@@ -186,9 +186,11 @@ def _vote(log: TransactionLog, conns: Connections, load_id: str, rules) -> Load:
                    else "prepare did not finish (the Spark job failed or was never run)"]
     else:
         votes = log.votes(load_id)
-        reasons = reasons_to_abort(list(load.participants), votes, load.expected_rows, list(rules), load.metrics)
+        parts = conns.participants(load.spec())
+        reasons = reasons_to_abort([p.name for p in parts], votes, _expected(load), list(rules), load.metrics,
+                                   load.expected_rows)
         if not reasons:
-            reasons = _live_checks(load, votes, conns)
+            reasons = _live_checks(parts, votes)
     if reasons:
         decided, _ = log.transition(load_id, State.ABORTING, reason="; ".join(reasons))
     else:
@@ -197,27 +199,45 @@ def _vote(log: TransactionLog, conns: Connections, load_id: str, rules) -> Load:
     return decided
 
 
-def _live_checks(load: Load, votes: dict[str, Vote], conns: Connections) -> list[str]:
-    parts = Participants.of(load.spec(), conns)
+def _expected(load: Load) -> dict[str, int] | None:
+    """Spark's rows per target; a load logged before targets had names has one count for
+    all, which each participant's vote total is compared with."""
+    if load.expected is not None:
+        return load.expected
+    if load.expected_rows is None:
+        return None
+    return {name: load.expected_rows for name in load.participants}  # the old form: {"postgres": ..., "kafka": ...}
+
+
+def _live_checks(parts: list[Participant], votes: dict[str, Vote]) -> list[str]:
+    """Every participant's check(); a server down raises (RetryLater), any other error of
+    a check is a reason to abort (aborting is always safe before the decision)."""
     reasons = []
-    gid = votes["postgres"].detail["gid"]
-    if not is_prepared(conns.pg_dsn, gid):
-        reasons.append(f"the prepared Postgres transaction {gid} does not exist")
-    problem = parts.kafka.check_ranges(votes["kafka"].detail)
-    if problem:
-        reasons.append(problem)
+    for p in parts:
+        try:
+            problem = p.check(votes[p.name])
+        except ServerUnreachable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - see above
+            problem = f"the live check of {p.name} failed: {root_cause(exc)}"
+        if problem:
+            reasons.append(problem)
     return reasons
 
 
 def commit(log: TransactionLog, conns: Connections, load_id: str) -> list[Outcome]:
-    """Phase 2, COMMIT: Kafka's copy first, then COMMIT PREPARED, then log COMMITTED,
-    then drop Postgres' staging table (left to recovery if that fails).
+    """Phase 2, COMMIT: every participant in commit order, then log COMMITTED, then each
+    participant's clean_up (what it leaves is swept by recovery).
 
-    Kafka fails for good before Postgres committed: roll back, end ABORTED, raise
-    LoadAborted. Postgres lost its prepared transaction after Kafka committed: VIOLATED,
-    raise ProtocolViolation. Transient trouble: RetryLater (state stays COMMITTING).
+    - RETRY_LATER from any participant: RetryLater; the state stays COMMITTING and a retry
+      finds the ones already done ALREADY_DONE.
+    - FAILED while no participant has committed (the first one, which can fail for good
+      after a yes vote: a Kafka copy whose staged records expired): the load is rolled
+      back and ends ABORTED; LoadAborted.
+    - FAILED after another participant committed (a prepared transaction lost, or a
+      second may-fail participant failing): VIOLATED, loud; ProtocolViolation.
     """
-    with _retry_when_down(conns):
+    with _retry_when_down(log, load_id, conns):
         return _commit(log, conns, load_id)
 
 
@@ -228,29 +248,33 @@ def _commit(log: TransactionLog, conns: Connections, load_id: str) -> list[Outco
     if load.state != State.COMMITTING:
         raise StateConflict(load_id, load.state, [State.COMMITTING])
     votes = log.votes(load_id)
-    parts = Participants.of(load.spec(), conns)
-    kafka = _timed(parts.kafka.commit, votes["kafka"])
-    if kafka.kind == Kind.RETRY_LATER:
-        raise RetryLater(kafka.describe())
-    if kafka.kind == Kind.FAILED:
-        reason = f"Kafka commit failed for good before Postgres committed, so the load is rolled back: {kafka.reason}"
-        log.transition(load_id, State.ABORTING, reason=reason)
-        outcomes = rollback(log, conns, load_id)
-        raise LoadAborted(f"load {load_id} ABORTED: {reason}; rollback: "
-                          + "; ".join(o.describe() for o in outcomes))
-    postgres = _timed(parts.postgres.commit)
-    if postgres.kind == Kind.RETRY_LATER:
-        raise _retry_later([kafka, postgres])
-    if postgres.kind == Kind.FAILED:
-        reason = f"Kafka committed {votes['kafka'].count} records but Postgres cannot commit: {postgres.reason}"
-        log.transition(load_id, State.VIOLATED, reason=reason)
-        raise ProtocolViolation(f"load {load_id} VIOLATED: {reason}")
+    parts = commit_order(conns.participants(load.spec()))
+    outcomes: list[Outcome] = []
+    for p in parts:
+        outcome = outcome_of(p, "commit", lambda p=p: p.commit(votes[p.name]))
+        outcomes.append(outcome)
+        if outcome.kind == Kind.RETRY_LATER:
+            raise _retry_later(outcomes)
+        if outcome.kind == Kind.FAILED:
+            committed = [o for o in outcomes[:-1] if o.ok]
+            if not committed:
+                reason = (f"{p.name} failed for good before any participant committed, so the load is rolled "
+                          f"back: {outcome.reason}")
+                log.transition(load_id, State.ABORTING, reason=reason)
+                rolled_back = rollback(log, conns, load_id)
+                raise LoadAborted(f"load {load_id} ABORTED: {reason}; rollback: "
+                                  + "; ".join(o.describe() for o in rolled_back))
+            reason = (f"{', '.join(f'{o.participant} committed {votes[o.participant].count}' for o in committed)}"
+                      f" but {p.name} cannot commit: {outcome.reason}")
+            log.transition(load_id, State.VIOLATED, reason=reason)
+            raise ProtocolViolation(f"load {load_id} VIOLATED: {reason}")
     log.transition(load_id, State.COMMITTED)
     failpoints.hit("coordinator.committed_logged")
-    left = parts.postgres.clean_up()
-    if left:
-        postgres = replace(postgres, counts={**postgres.counts, "staging": left})
-    return [kafka, postgres]
+    for i, p in enumerate(parts):
+        left = p.clean_up(votes[p.name])
+        if left:
+            outcomes[i] = replace(outcomes[i], counts={**outcomes[i].counts, "staging": left})
+    return outcomes
 
 
 def rollback(log: TransactionLog, conns: Connections, load_id: str, reason: str | None = None) -> list[Outcome]:
@@ -259,7 +283,7 @@ def rollback(log: TransactionLog, conns: Connections, load_id: str, reason: str 
     From PREPARING or PREPARED (prepare failed, or recovery presumes abort) it first
     logs the ABORT decision with `reason`. Never touches the target topic.
     """
-    with _retry_when_down(conns):
+    with _retry_when_down(log, load_id, conns):
         return _rollback(log, conns, load_id, reason)
 
 
@@ -272,10 +296,11 @@ def _rollback(log: TransactionLog, conns: Connections, load_id: str, reason: str
     if load.state != State.ABORTING:
         raise StateConflict(load_id, load.state, [State.PREPARING, State.PREPARED, State.ABORTING])
     votes = log.votes(load_id)
-    parts = Participants.of(load.spec(), conns)
-    outcomes = [_timed(parts.kafka.abort, votes.get("kafka"))]
-    failpoints.hit("rollback.middle")
-    outcomes.append(_timed(parts.postgres.abort, votes.get("postgres")))
+    outcomes = []
+    for i, p in enumerate(commit_order(conns.participants(load.spec()))):
+        if i == 1:
+            failpoints.hit("rollback.middle")
+        outcomes.append(outcome_of(p, "abort", lambda p=p: p.abort(votes.get(p.name))))
     if any(o.kind == Kind.RETRY_LATER for o in outcomes):
         raise _retry_later(outcomes)
     failed = [o for o in outcomes if o.kind == Kind.FAILED]
@@ -288,13 +313,7 @@ def _rollback(log: TransactionLog, conns: Connections, load_id: str, reason: str
 
 
 def _retry_later(outcomes: list[Outcome]) -> RetryLater:
-    """What must be retried, and what the other participant did meanwhile (a retry finds it done)."""
+    """What must be retried, and what the others did meanwhile (a retry finds it done)."""
     later = [o.describe() for o in outcomes if o.kind == Kind.RETRY_LATER]
     others = [o.describe() for o in outcomes if o.kind != Kind.RETRY_LATER]
     return RetryLater("; ".join(later) + (f" (meanwhile {'; '.join(others)})" if others else ""))
-
-
-def _timed(call, *args) -> Outcome:
-    started = time.perf_counter()
-    outcome = call(*args)
-    return replace(outcome, seconds=time.perf_counter() - started)

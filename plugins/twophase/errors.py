@@ -32,7 +32,20 @@ _WRAPPERS = ("Py4JJavaError", "PythonException", "UnknownException", "ExecutionE
              "InvocationTargetException", "UndeclaredThrowableException")
 
 
-class ServerUnreachable(ConnectionError):
+class TwophaseError(Exception):
+    """Base of the protocol's own errors: each is either Transient or Terminal, and the
+    Airflow tasks map that to a retry or a failure in one place (twophase_airflow.errors)."""
+
+
+class Transient(TwophaseError):
+    """The same call may succeed later (a server down, a live concurrent attempt): retry."""
+
+
+class Terminal(TwophaseError):
+    """Retrying the same call cannot help; the message says why and what to do."""
+
+
+class ServerUnreachable(Transient, ConnectionError):
     """A server of the load did not answer; the message is one line. Retry later."""
 
 

@@ -15,7 +15,7 @@ COPY_ID_PREFIX = "twophase-copy-"
 STAGING_SCHEMA = "twophase_staging"
 
 
-def _digest(text: str, n: int) -> str:
+def digest(text: str, n: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:n]
 
 
@@ -26,7 +26,7 @@ def load_id_for(pipeline: str, run_id: str) -> str:
     if not run_id:
         raise ValueError("run id must not be empty")
     readable = re.sub(r"[^A-Za-z0-9_.-]+", "-", run_id).strip("-")[:72]
-    return f"{pipeline}.{readable}.{_digest(pipeline + chr(0) + run_id, 10)}"
+    return f"{pipeline}.{readable}.{digest(pipeline + chr(0) + run_id, 10)}"
 
 
 def pg_gid(load_id: str) -> str:
@@ -40,7 +40,7 @@ def load_id_of_gid(gid: str) -> str | None:
 
 def staging_table(load_id: str) -> str:
     """Unqualified name of the load's Postgres staging table, in schema STAGING_SCHEMA."""
-    return f"stg_{_digest(load_id, 24)}"
+    return f"stg_{digest(load_id, 24)}"
 
 
 def copy_transactional_id(load_id: str) -> str:

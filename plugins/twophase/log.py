@@ -17,6 +17,7 @@ import psycopg2
 import psycopg2.extras
 
 from . import states
+from .errors import Terminal, servers
 from .spec import LoadSpec
 from .states import DECISION_OF, State
 from .votes import Vote
@@ -68,6 +69,12 @@ MIGRATIONS = [
     alter table twophase.loads add column metrics jsonb not null default '{}';
     alter table twophase.loads add column prepare_error text;
     """,
+    # Per target: a vote's counts and one-line summary, the rows Spark computed.
+    """
+    alter table twophase.votes add column counts jsonb;
+    alter table twophase.votes add column summary text not null default '';
+    alter table twophase.loads add column expected jsonb;
+    """,
 ]
 
 _TIMESTAMP_OF = {
@@ -80,12 +87,13 @@ _TIMESTAMP_OF = {
 }
 
 
-class UnknownLoad(LookupError):
+class UnknownLoad(Terminal, LookupError):
     pass
 
 
-class StateConflict(RuntimeError):
-    """The load is not in a state this step may start from (another actor moved it)."""
+class StateConflict(Terminal):
+    """The load is not in a state this step may start from (another actor moved it, or it
+    ended): retrying the step cannot help."""
 
     def __init__(self, load_id: str, current: State, expected: Iterable[State]):
         names = ", ".join(str(s) for s in expected)
@@ -104,6 +112,7 @@ class Load:
     participants: dict
     input: dict
     expected_rows: int | None
+    expected: dict | None       # per target (None: logged before targets had names)
     metrics: dict
     prepare_error: str | None
     data_interval_start: datetime | None
@@ -137,12 +146,13 @@ class TransactionLog:
     @contextmanager
     def _cursor(self) -> Iterator[psycopg2.extras.RealDictCursor]:
         """One transaction: committed on success, rolled back on any error."""
-        conn = psycopg2.connect(self._dsn)
-        try:
-            with conn, conn.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
-                yield cur
-        finally:
-            conn.close()
+        with servers(pg_dsn=self._dsn):  # the log's server down: PostgresUnreachable, one line
+            conn = psycopg2.connect(self._dsn)
+            try:
+                with conn, conn.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
+                    yield cur
+            finally:
+                conn.close()
 
     def ensure_schema(self) -> int:
         """Create or upgrade schema `twophase`; idempotent and safe to run concurrently."""
@@ -239,11 +249,14 @@ class TransactionLog:
                 changed = True
         return self.get(load_id), changed
 
-    def set_expected_rows(self, load_id: str, rows: int, metrics: dict | None = None) -> None:
-        """Spark's row count of the load, and the job's own figures (input lines, rejects...)."""
+    def set_expected(self, load_id: str, expected: dict[str, int], metrics: dict | None = None) -> None:
+        """Spark's row count per target of the load, and the job's own figures (input
+        lines, rejects...). `expected_rows` keeps the largest, for summaries."""
         with self._cursor() as cur:
-            cur.execute("update twophase.loads set expected_rows = %s, metrics = %s, prepare_error = null, "
-                        "updated_at = now() where load_id = %s", (rows, json.dumps(metrics or {}), load_id))
+            cur.execute("update twophase.loads set expected = %s, expected_rows = %s, metrics = %s, "
+                        "prepare_error = null, updated_at = now() where load_id = %s",
+                        (json.dumps(expected), max(expected.values(), default=0), json.dumps(metrics or {}),
+                         load_id))
 
     def record_prepare_error(self, load_id: str, error: str) -> None:
         """Why the prepare job failed, for the vote's reason and the rollback's log."""
@@ -255,19 +268,34 @@ class TransactionLog:
         """Store (or replace, on a retried prepare) a participant's vote."""
         with self._cursor() as cur:
             cur.execute(
-                """insert into twophase.votes (load_id, participant, yes, count, detail, reason)
-                   values (%s, %s, %s, %s, %s, %s)
+                """insert into twophase.votes (load_id, participant, yes, count, detail, reason, counts, summary)
+                   values (%s, %s, %s, %s, %s, %s, %s, %s)
                    on conflict (load_id, participant) do update set yes = excluded.yes,
                        count = excluded.count, detail = excluded.detail, reason = excluded.reason,
-                       voted_at = now()""",
-                (load_id, vote.participant, vote.yes, vote.count, json.dumps(vote.detail), vote.reason),
+                       counts = excluded.counts, summary = excluded.summary, voted_at = now()""",
+                (load_id, vote.participant, vote.yes, vote.count, json.dumps(vote.committable), vote.reason,
+                 json.dumps(vote.counts), vote.summary),
             )
 
     def votes(self, load_id: str) -> dict[str, Vote]:
         with self._cursor() as cur:
-            cur.execute("select participant, yes, count, detail, reason from twophase.votes where load_id = %s",
+            cur.execute("select participant, yes, count, detail as committable, reason, "
+                        "coalesce(counts, '{}') as counts, summary from twophase.votes where load_id = %s",
                         (load_id,))
             return {r["participant"]: Vote(**r) for r in cur.fetchall()}
+
+    def votes_of(self, load_ids: list[str]) -> dict[str, dict[str, Vote]]:
+        """The votes of many loads in one query: {load_id: {participant: Vote}}."""
+        found: dict[str, dict[str, Vote]] = {lid: {} for lid in load_ids}
+        with self._cursor() as cur:
+            cur.execute("select load_id, participant, yes, count, detail as committable, reason, "
+                        "coalesce(counts, '{}') as counts, summary from twophase.votes where load_id = any(%s)",
+                        (list(load_ids),))
+            for row in cur.fetchall():
+                r = dict(row)
+                load_id = r.pop("load_id")
+                found[load_id][r["participant"]] = Vote(**r)
+        return found
 
     def history(self, load_id: str) -> list[Transition]:
         with self._cursor() as cur:

@@ -3,8 +3,8 @@
 - PREPARING or PREPARED past the decision deadline: presumed abort (roll back, ABORTED).
   Younger ones are left alone: their prepare or vote may still be running.
 - COMMITTING: re-drive commit (decided means done). ABORTING: re-drive rollback.
-- Orphans: prepared transactions (gid prefix `twophase:`) and staging tables whose load
-  is unknown or already finished are rolled back or dropped.
+- Orphans: each kind of participant sweeps its servers for staging of loads that are
+  unknown or already finished (Postgres: prepared transactions, staging tables).
 Every step is idempotent, so recovery may run while pipelines run, and run again.
 A server that is down leaves its loads as "retry later" (one line naming it); with the
 log's own Postgres down, recover raises PostgresUnreachable (one line) instead.
@@ -15,12 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from . import coordinator, ids
+from . import coordinator, participants
 from .errors import servers
 from .log import TransactionLog
-from .participants import postgres
 from .spec import Connections
-from .states import TERMINAL, State
+from .states import State
 
 DEFAULT_DEADLINE = timedelta(hours=2)
 
@@ -64,25 +63,8 @@ def _resolve(log, conns, load, deadline, now) -> Action:
 
 
 def _clean_orphans(log: TransactionLog, conns: Connections) -> list[Action]:
-    gids = postgres.prepared_gids(conns.pg_dsn)
-    tables = postgres.staging_tables(conns.pg_dsn)
-    load_ids = {ids.load_id_of_gid(g) for g in gids} | set(tables.values())
-    states = log.states_of(load_ids)
-    actions = []
-    for gid in gids:
-        lid = ids.load_id_of_gid(gid)
-        state = states.get(lid)
-        if state is None or state == State.ABORTED:
-            if postgres.rollback_gid(conns.pg_dsn, gid):
-                actions.append(Action(lid, "orphan prepared transaction rolled back",
-                                      f"{gid}; load {'unknown' if state is None else state}"))
-    for table, lid in tables.items():
-        state = states.get(lid)
-        if state is None or state in TERMINAL:
-            postgres.drop_staging_table(conns.pg_dsn, table)
-            actions.append(Action(lid or "?", "orphan staging table dropped",
-                                  f"{ids.STAGING_SCHEMA}.{table}; load {'unknown' if state is None else state}"))
-    return actions
+    swept = participants.sweep_all(conns, log.states_of)
+    return [Action(x.load_id, x.action, x.detail) for x in swept]
 
 
 def _describe(outcomes) -> str:

@@ -11,6 +11,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .errors import Terminal
+
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]+$")
 TOPIC_MAX_LENGTH = 249  # Kafka refuses longer topic names
@@ -18,7 +20,7 @@ STAGING_SUFFIX = ".twophase-staging"
 WRITE_MODES = ("append", "replace")
 
 
-class SpecError(ValueError):
+class SpecError(Terminal, ValueError):
     """A load was described wrongly; the message names the field and the fix."""
 
 
@@ -120,6 +122,17 @@ class LoadSpec:
     data_interval: tuple[str, str] | None = None  # ISO timestamps
     input: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def replaces(self) -> list[str]:
+        """The committed loads this one replaces (begin of an interval in mode replace)."""
+        return [x for x in self.kafka.headers.get("twophase.replaces", "").split(",") if x]
+
+    def replaces_same_rows_as(self, other: "LoadSpec") -> bool:
+        """Both replace the same rows of the same table (mode replace, same key values)."""
+        mine, theirs = self.postgres, other.postgres
+        return (mine.mode == theirs.mode == "replace" and mine.table == theirs.table
+                and mine.replace_where == theirs.replace_where)
+
     def participants(self) -> dict[str, dict]:
         return {"postgres": asdict(self.postgres), "kafka": asdict(self.kafka)}
 
@@ -148,6 +161,12 @@ class Connections:
         if missing:
             raise SpecError(f"{' and '.join(missing)} not set: eval \"$(scripts/stack env)\" or set them")
         return cls(os.environ["TWOPHASE_PG_DSN"], os.environ["TWOPHASE_KAFKA_BOOTSTRAP"])
+
+    def participants(self, spec: LoadSpec) -> list:
+        """The load's participants on these servers (twophase.participant.Participant)."""
+        from .participants import participants_of
+
+        return participants_of(spec, self)
 
     def __repr__(self) -> str:  # never print the DSN: it holds a password
         return f"Connections(pg=<dsn>, kafka={self.kafka_bootstrap})"

@@ -71,8 +71,12 @@ class MaxSkippedFiles:
                 f"{names}{more}")
 
 
-def reasons_to_abort(planned: list[str], votes: dict[str, Vote], expected_rows: int | None,
-                     rules: list[QualityRule] = (), metrics: Mapping[str, float] | None = None) -> list[str]:
+def reasons_to_abort(planned: list[str], votes: dict[str, Vote], expected: Mapping[str, int] | None,
+                     rules: list[QualityRule] = (), metrics: Mapping[str, float] | None = None,
+                     expected_rows: int | None = None) -> list[str]:
+    """Every reason the load must not commit. `expected`: Spark's rows per target (each
+    vote's per-target counts must match them exactly); `expected_rows`, what the quality
+    rules judge (default: the largest target's rows)."""
     reasons = []
     for name in planned:
         vote = votes.get(name)
@@ -83,15 +87,18 @@ def reasons_to_abort(planned: list[str], votes: dict[str, Vote], expected_rows: 
     for name in votes:
         if name not in planned:
             reasons.append(f"unexpected vote from {name}, which is not a planned participant")
-    if expected_rows is None:
+    if expected is None:
         reasons.append("Spark's row count was not recorded")
     else:
         for vote in votes.values():
-            if vote.count != expected_rows:
-                reasons.append(f"{vote.participant} staged {vote.count}, but Spark computed {expected_rows}")
+            for target, count in vote.counts_or_total().items():
+                if count != expected.get(target):
+                    reasons.append(f"{vote.participant} staged {count} for {target}, but Spark computed "
+                                   f"{expected.get(target, 'nothing')}")
     if not reasons:
+        rows = expected_rows if expected_rows is not None else max(expected.values(), default=0)
         for rule in rules:
-            reason = rule(expected_rows, metrics or {}, votes)
+            reason = rule(rows, metrics or {}, votes)
             if reason:
                 reasons.append(reason)
     return reasons

@@ -152,7 +152,7 @@ def vote(cfg: LoadConfig, pipeline: str, context, commit_task: str, rollback_tas
         raise RuntimeError(f"vote of {lid} must be retried: {exc}") from None
     for v in txlog.votes(lid).values():
         log.info("vote of %s: %s, %d staged%s; %s", v.participant, "YES" if v.yes else "NO", v.count,
-                 f" ({v.reason})" if v.reason else "", _vote_detail(v.participant, v.detail))
+                 f" ({v.reason})" if v.reason else "", v.summary or v.committable)
     if load.expected_rows is not None:
         log.info("Spark computed %d rows; job metrics: %s", load.expected_rows, load.metrics or "none")
     log.info("quality gates: min_rows=%s, max_rejected_share=%s, max_skipped_files=%s", rules[0].minimum,
@@ -164,13 +164,6 @@ def vote(cfg: LoadConfig, pipeline: str, context, commit_task: str, rollback_tas
         return commit_task
     log.warning("DECISION: ABORT (logged durably for load %s): %s", lid, load.reason)
     return rollback_task
-
-
-def _vote_detail(participant: str, detail: dict) -> str:
-    if participant == "postgres":
-        return f"prepared transaction {detail.get('gid')}"
-    ranges = ", ".join(f"[{p}] {r[0]}..{r[1]}" for p, r in detail.get("ranges", {}).items())
-    return f"staged in {detail.get('staging_topic')} offsets {ranges or 'none'}"
 
 
 def commit(cfg: LoadConfig, pipeline: str, context, assets) -> None:

@@ -19,7 +19,8 @@ from support import make_spec, read_topic
 from twophase import recovery
 from twophase.participants.postgres import prepared_gids, staging_tables
 from twophase.states import TERMINAL, State
-from twophase.verify import count_table_rows, verify
+from support import count_table_rows
+from twophase.verify import verify
 
 ROWS = 2000
 DRIVER = Path(__file__).with_name("crash_driver.py")

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import pytest
 
-from support import header, make_df, make_spec, read_topic
+from support import header, make_df, make_spec, participants, read_topic
 from twophase import coordinator
 from twophase.log import StateConflict
 from twophase.outcome import Kind
 from twophase.states import State
-from twophase.verify import count_table_rows, verify
+from support import count_table_rows
+from twophase.verify import verify
 from twophase.voting import MinRows
 
 ROWS = 300
@@ -34,13 +35,13 @@ def test_abort_retried_after_rollback_and_late_commit_refused(spark, txlog, conn
     history = txlog.history(spec.load_id)
     assert [t.to_state for t in history][-2:] == ["ABORTING", "ABORTED"]
 
-    parts, votes = coordinator.Participants.of(spec, conns), txlog.votes(spec.load_id)
+    parts, votes = participants(spec, conns), txlog.votes(spec.load_id)
     for _ in range(2):
-        postgres = parts.postgres.abort(votes["postgres"])
+        postgres = parts["postgres"].abort(votes["postgres"])
         assert (postgres.kind, postgres.counts) == (
             Kind.ALREADY_DONE, {"prepared_transaction": "none", "staged_rows_dropped": 0}), postgres
         # Fencing cannot tell a first abort from a repeated one; it must just succeed again.
-        assert parts.kafka.abort(votes["kafka"]).ok
+        assert parts["kafka"].abort(votes["kafka"]).ok
     assert coordinator.rollback(txlog, conns, spec.load_id) == []
     with pytest.raises(StateConflict, match="is ABORTED"):
         coordinator.commit(txlog, conns, spec.load_id)

@@ -7,7 +7,7 @@ import json
 import psycopg2
 import pytest
 
-from support import header, make_df, make_spec, read_topic
+from support import header, make_df, make_spec, participants, read_topic
 from twophase import coordinator
 from twophase.outcome import Kind
 from twophase.participants.postgres import is_prepared
@@ -67,12 +67,12 @@ def test_retried_commit_is_already_done(spark, txlog, conns, target):
     coordinator.prepare(txlog, conns, spec.load_id, make_df(spark, 200))
     coordinator.vote(txlog, conns, spec.load_id)
     coordinator.commit(txlog, conns, spec.load_id)
-    parts = coordinator.Participants.of(spec, conns)
+    parts = participants(spec, conns)
     votes = txlog.votes(spec.load_id)
-    assert parts.kafka.commit(votes["kafka"]).kind == Kind.ALREADY_DONE
-    assert parts.postgres.commit().kind == Kind.ALREADY_DONE
-    assert parts.postgres.abort().kind == Kind.FAILED, "a committed load cannot be rolled back"
-    assert parts.kafka.abort(votes["kafka"]).kind == Kind.FAILED
+    assert parts["kafka"].commit(votes["kafka"]).kind == Kind.ALREADY_DONE
+    assert parts["postgres"].commit(votes["postgres"]).kind == Kind.ALREADY_DONE
+    assert parts["postgres"].abort(None).kind == Kind.FAILED, "a committed load cannot be rolled back"
+    assert parts["kafka"].abort(votes["kafka"]).kind == Kind.FAILED
     assert coordinator.commit(txlog, conns, spec.load_id) == []
     assert len(_pg_rows(conns.pg_dsn, target["table"])) == 200
     assert len(read_topic(conns.kafka_bootstrap, target["topic"])) == 200
@@ -82,7 +82,7 @@ def test_quality_gate_aborts_and_rollback_discards_everything(spark, txlog, conn
     spec = make_spec(target)
     coordinator.begin(txlog, spec)
     coordinator.prepare(txlog, conns, spec.load_id, make_df(spark, 300))
-    gid = txlog.votes(spec.load_id)["postgres"].detail["gid"]
+    gid = txlog.votes(spec.load_id)["postgres"].committable["gid"]
     assert is_prepared(conns.pg_dsn, gid)
 
     decided = coordinator.vote(txlog, conns, spec.load_id, rules=[MinRows(1000)])
@@ -98,20 +98,36 @@ def test_quality_gate_aborts_and_rollback_discards_everything(spark, txlog, conn
     assert read_topic(conns.kafka_bootstrap, target["topic"]) == []
     # retried: nothing left to do
     assert coordinator.rollback(txlog, conns, spec.load_id) == []
-    parts = coordinator.Participants.of(spec, conns)
-    assert parts.postgres.abort().kind == Kind.ALREADY_DONE
+    parts = participants(spec, conns)
+    assert parts["postgres"].abort(None).kind == Kind.ALREADY_DONE
 
 
-def test_rollback_after_failed_prepare_drops_staging(spark, txlog, conns, target):
+def test_a_frame_missing_a_column_is_refused_before_anything_is_staged(spark, txlog, conns, target):
     spec = make_spec(target)
     coordinator.begin(txlog, spec)
     bad = make_df(spark, 50).drop("orders")
-    with pytest.raises(ValueError, match="lacks columns the targets need: \\['orders'\\]"):
+    with pytest.raises(ValueError, match="lacks columns the targets need: \\['orders'\\] of table"):
+        coordinator.prepare(txlog, conns, spec.load_id, bad)
+    assert not _staging_exists(conns.pg_dsn, spec.load_id)
+    decided = coordinator.vote(txlog, conns, spec.load_id)
+    assert decided.state == State.ABORTING
+    assert "prepare failed: SpecError: the DataFrame lacks columns the targets need: ['orders']" in decided.reason
+    coordinator.rollback(txlog, conns, spec.load_id)
+    assert txlog.get(spec.load_id).state == State.ABORTED
+
+
+def test_rollback_after_failed_prepare_drops_staging(spark, txlog, conns, target):
+    from pyspark.sql import functions as F
+
+    spec = make_spec(target)
+    coordinator.begin(txlog, spec)
+    bad = make_df(spark, 50).withColumn("note", F.when(F.col("orders") == 3, F.lit("a\x00b")).otherwise(F.col("note")))
+    with pytest.raises(Exception, match="NUL character"):
         coordinator.prepare(txlog, conns, spec.load_id, bad)
     assert _staging_exists(conns.pg_dsn, spec.load_id)
     decided = coordinator.vote(txlog, conns, spec.load_id)
     assert decided.state == State.ABORTING
-    assert "prepare failed: ValueError: the DataFrame lacks columns the targets need: ['orders']" in decided.reason
+    assert "prepare failed: StagingRefused: Postgres refused row" in decided.reason
     coordinator.rollback(txlog, conns, spec.load_id)
     assert txlog.get(spec.load_id).state == State.ABORTED
     assert not _staging_exists(conns.pg_dsn, spec.load_id)

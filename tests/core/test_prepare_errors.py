@@ -20,7 +20,8 @@ import pytest
 from support import make_df, make_spec, read_topic
 from twophase import coordinator
 from twophase.states import State
-from twophase.verify import count_table_rows, verify
+from support import count_table_rows
+from twophase.verify import verify
 
 
 def _show(load_id: str) -> dict:
@@ -115,7 +116,7 @@ def test_record_above_librdkafkas_default_limit_but_within_the_topics_commits(sp
     spec = make_spec(target)
     coordinator.begin(txlog, spec)
     votes = coordinator.prepare(txlog, conns, spec.load_id, df)
-    assert votes["kafka"].detail["max_message_bytes"] == 1_048_588
+    assert votes["kafka"].committable["max_message_bytes"] == 1_048_588
     assert coordinator.vote(txlog, conns, spec.load_id).state == State.COMMITTING
     coordinator.commit(txlog, conns, spec.load_id)
     records = read_topic(conns.kafka_bootstrap, spec.kafka.topic)

@@ -69,7 +69,7 @@ def test_replace_swaps_the_day_atomically_and_rollback_keeps_it(spark, txlog, co
     assert len(other_rows) == 150 and {r[4] for r in other_rows} == {other}
 
     second = _prepare(spark, txlog, conns, target, "second", 250, DAY, revenue_scale=3)
-    assert txlog.votes(second)["postgres"].detail["deleted"] == 400
+    assert txlog.votes(second)["postgres"].committable["deleted"] == 400
     assert _day(cur, table, DAY) == old, "the prepared replace must not be visible yet"
     assert coordinator.vote(txlog, conns, second).state == State.COMMITTING
     new = {second: (250, "933.75")}
@@ -107,8 +107,8 @@ def test_replace_swaps_the_day_atomically_and_rollback_keeps_it(spark, txlog, co
 
     # A replace that is rolled back after its prepare deleted day D's rows keeps them.
     third = _prepare(spark, txlog, conns, target, "third", 100, DAY, revenue_scale=5)
-    gid = txlog.votes(third)["postgres"].detail["gid"]
-    assert txlog.votes(third)["postgres"].detail["deleted"] == 250 and is_prepared(conns.pg_dsn, gid)
+    gid = txlog.votes(third)["postgres"].committable["gid"]
+    assert txlog.votes(third)["postgres"].committable["deleted"] == 250 and is_prepared(conns.pg_dsn, gid)
     assert _day(cur, table, DAY) == new
     assert coordinator.vote(txlog, conns, third, rules=[MinRows(101)]).state == State.ABORTING
     coordinator.rollback(txlog, conns, third)
@@ -122,5 +122,5 @@ def test_replace_swaps_the_day_atomically_and_rollback_keeps_it(spark, txlog, co
     findings = {f.load_id: f for f in verify(txlog, conns, loads)}
     assert all(f.ok for f in findings.values()), findings
     # the first load's rows were replaced; its Kafka records stay (a topic is append-only)
-    assert (findings[first].pg_rows, findings[first].kafka_records) == (0, 400)
-    assert (findings[third].pg_rows, findings[third].kafka_records) == (0, 0)
+    assert findings[first].visible == {target["table"]: 0, target["topic"]: 400}
+    assert findings[third].visible == {target["table"]: 0, target["topic"]: 0}

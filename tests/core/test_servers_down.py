@@ -18,7 +18,7 @@ from support import make_df, make_spec, read_topic
 from twophase import coordinator, recovery
 from twophase.spec import Connections
 from twophase.states import State
-from twophase.verify import count_table_rows
+from support import count_table_rows
 
 pytestmark = pytest.mark.slow
 

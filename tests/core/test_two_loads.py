@@ -70,7 +70,7 @@ def _prepare_both_at_once(spark, txlog, conns, target):
         assert txlog.get(spec.load_id).state == State.PREPARED
         votes = txlog.votes(spec.load_id)
         assert (votes["postgres"].count, votes["kafka"].count) == (ROWS[name], ROWS[name])
-        assert is_prepared(conns.pg_dsn, votes["postgres"].detail["gid"])
+        assert is_prepared(conns.pg_dsn, votes["postgres"].committable["gid"])
     staged = Counter(header(m, "load_id") for m in read_topic(conns.kafka_bootstrap, specs["A"].kafka.staging_topic))
     assert staged == {specs[n].load_id: ROWS[n] for n in ROWS}, "both loads staged into the one staging topic"
     assert _rows_by_load(conns.pg_dsn, target["table"]) == {}, "prepared rows are not visible"
@@ -109,14 +109,14 @@ def _records_by_load(bootstrap, topic) -> dict[str, tuple[int, int]]:
 def _staged_ranges_interleave(txlog, specs) -> bool:
     """True if some staging partition holds records of B inside A's staged offset range or
     the other way round (then the copy really had to skip the other load's records)."""
-    a, b = (txlog.votes(specs[n].load_id)["kafka"].detail["ranges"] for n in ("A", "B"))
+    a, b = (txlog.votes(specs[n].load_id)["kafka"].committable["ranges"] for n in ("A", "B"))
     return any(p in b and a[p][0] <= b[p][1] and b[p][0] <= a[p][1] for p in a)
 
 
 def test_one_commits_the_other_rolls_back(spark, txlog, conns, target):
     specs = _prepare_both_at_once(spark, txlog, conns, target)
     a, b = specs["A"].load_id, specs["B"].load_id
-    b_gid = txlog.votes(b)["postgres"].detail["gid"]
+    b_gid = txlog.votes(b)["postgres"].committable["gid"]
 
     assert coordinator.vote(txlog, conns, a).state == State.COMMITTING
     decided = coordinator.vote(txlog, conns, b, rules=[MinRows(ROWS["B"] + 1)])

@@ -29,7 +29,7 @@ from support import ORDERS_PIPELINE, read_topic
 from twophase.ids import load_id_for
 from twophase.log import TransactionLog
 from twophase.states import State
-from twophase.verify import count_table_rows
+from support import count_table_rows
 
 pytestmark = pytest.mark.slow
 

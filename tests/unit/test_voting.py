@@ -6,6 +6,7 @@ from twophase.voting import MaxRejectedShare, MaxSkippedFiles, MinRows, reasons_
 from twophase.votes import Vote
 
 PLANNED = ["postgres", "kafka"]
+EXPECTED = {"postgres": 10, "kafka": 10}  # votes logged without per-target counts: one per participant
 
 
 def votes(pg=(True, 10), kafka=(True, 10)):
@@ -14,26 +15,27 @@ def votes(pg=(True, 10), kafka=(True, 10)):
 
 
 def test_all_yes_and_counts_agree_commits():
-    assert reasons_to_abort(PLANNED, votes(), 10) == []
+    assert reasons_to_abort(PLANNED, votes(), EXPECTED) == []
 
 
 def test_a_no_vote_aborts_with_its_reason():
-    assert reasons_to_abort(PLANNED, votes(kafka=(False, 10)), 10) == ["kafka voted no: kafka said no"]
+    assert reasons_to_abort(PLANNED, votes(kafka=(False, 10)), EXPECTED) == ["kafka voted no: kafka said no"]
 
 
 def test_a_missing_vote_aborts():
     v = votes()
     del v["kafka"]
-    assert reasons_to_abort(PLANNED, v, 10) == ["kafka did not vote"]
+    assert reasons_to_abort(PLANNED, v, EXPECTED) == ["kafka did not vote"]
 
 
 def test_an_unplanned_vote_aborts():
     v = {**votes(), "s3": Vote("s3", True, 10)}
-    assert reasons_to_abort(PLANNED, v, 10) == ["unexpected vote from s3, which is not a planned participant"]
+    assert reasons_to_abort(PLANNED, v, EXPECTED) == ["unexpected vote from s3, which is not a planned participant",
+                                                      "s3 staged 10 for s3, but Spark computed nothing"]
 
 
 def test_counts_must_match_what_spark_computed():
-    assert reasons_to_abort(PLANNED, votes(pg=(True, 9)), 10) == ["postgres staged 9, but Spark computed 10"]
+    assert reasons_to_abort(PLANNED, votes(pg=(True, 9)), EXPECTED) == ["postgres staged 9 for postgres, but Spark computed 10"]
 
 
 def test_unknown_spark_count_aborts():
@@ -41,10 +43,10 @@ def test_unknown_spark_count_aborts():
 
 
 def test_quality_rules_run_only_when_votes_are_sound():
-    assert reasons_to_abort(PLANNED, votes(), 10, [MinRows(11)]) == [
+    assert reasons_to_abort(PLANNED, votes(), EXPECTED, [MinRows(11)]) == [
         "quality gate: 10 rows, below the minimum of 11"]
-    assert reasons_to_abort(PLANNED, votes(), 10, [MinRows(10)]) == []
-    assert reasons_to_abort(PLANNED, votes(pg=(False, 10)), 10, [MinRows(11)]) == ["postgres voted no: pg said no"]
+    assert reasons_to_abort(PLANNED, votes(), EXPECTED, [MinRows(10)]) == []
+    assert reasons_to_abort(PLANNED, votes(pg=(False, 10)), EXPECTED, [MinRows(11)]) == ["postgres voted no: pg said no"]
 
 
 @pytest.mark.parametrize("metrics, reason", [
@@ -65,15 +67,15 @@ def test_max_rejected_share_of_one_is_off():
 
 def test_rules_read_the_jobs_metrics():
     metrics = {"input_lines": 10, "rejected_lines": 9}
-    assert reasons_to_abort(PLANNED, votes(), 10, [MaxRejectedShare(0.5)], metrics) == [
+    assert reasons_to_abort(PLANNED, votes(), EXPECTED, [MaxRejectedShare(0.5)], metrics) == [
         "quality gate: 9 of 10 input lines rejected (90.00%), above the maximum of 50.00%"]
 
 
 def test_unread_input_files_abort_above_the_gate_naming_them():
     metrics = {"skipped_files": 4, "skipped_paths": [{"path": f"_p{i}.jsonl", "bytes": 10 + i, "why": "hidden name"}
                                                      for i in range(4)]}
-    [reason] = reasons_to_abort(PLANNED, votes(), 10, [MaxSkippedFiles(0)], metrics)
+    [reason] = reasons_to_abort(PLANNED, votes(), EXPECTED, [MaxSkippedFiles(0)], metrics)
     assert reason == ("quality gate: 4 input files were not read, above the maximum of 0: _p0.jsonl (10 bytes: hidden "
                       "name), _p1.jsonl (11 bytes: hidden name), _p2.jsonl (12 bytes: hidden name) and 1 more")
-    assert reasons_to_abort(PLANNED, votes(), 10, [MaxSkippedFiles(4)], metrics) == []
-    assert reasons_to_abort(PLANNED, votes(), 10, [MaxSkippedFiles(0)], {"skipped_files": 0}) == []
+    assert reasons_to_abort(PLANNED, votes(), EXPECTED, [MaxSkippedFiles(4)], metrics) == []
+    assert reasons_to_abort(PLANNED, votes(), EXPECTED, [MaxSkippedFiles(0)], {"skipped_files": 0}) == []

@@ -20,16 +20,21 @@ from __future__ import annotations
 import logging
 import re
 import time
+import uuid
 import zlib
+from collections import Counter
 from contextlib import contextmanager
+from typing import Iterator
 
+import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from .. import failpoints, ids
 from ..errors import KafkaUnreachable, ServerUnreachable, kafka_unreachable, one_line
 from ..outcome import Kind, Outcome
-from ..spec import KafkaTarget
+from ..participant import Participant, PartitionWriter, Staging
+from ..spec import KafkaTarget, SpecError
 from ..votes import Vote
 
 NAME = "kafka"
@@ -271,8 +276,11 @@ def _answering(bootstrap: str, client, log: ConnectionLog):
         raise down from None
 
 
-class PartitionProducer:
-    """Executor side: stage one Spark partition's records. Picklable (plain fields only).
+class KafkaWriter(PartitionWriter):
+    """Executor side: stage one Spark partition's records of one topic. Picklable (plain
+    fields only). Each batch's records come ready from the staging pass: key, value and
+    their summed checksum in the columns `key`, `value`, `crc` (KafkaParticipant.stage
+    has Spark compute them).
 
     Librdkafka reports only failed deliveries (delivery.report.only.error): a Python
     callback per record took a quarter of the staging workers' time. Which offsets the
@@ -286,10 +294,27 @@ class PartitionProducer:
     whatever its neighbours compress to."""
 
     def __init__(self, bootstrap: str, staging_topic: str, load_id: str, headers: dict[str, str],
-                 max_message_bytes: int | None = None, limited_by: str = ""):
+                 max_message_bytes: int | None = None, limited_by: str = "",
+                 columns: tuple[str, str, str] = ("key", "value", "crc")):
         self.bootstrap, self.staging_topic, self.load_id = bootstrap, staging_topic, load_id
         self.headers = headers
         self.max_message_bytes, self.limited_by = max_message_bytes, limited_by or staging_topic
+        self.columns = columns
+
+    def write(self, batch) -> None:
+        key, value, crc = self.columns
+        self.produce(batch.column(key).to_pylist(), batch.column(value).to_pylist(), pc.sum(batch.column(crc)).as_py())
+
+    def close(self) -> dict:
+        return {"records": self.flush(), "checksum": self.checksum}
+
+    def discard(self) -> None:
+        try:
+            self._producer.purge()
+            self._producer.flush(0)
+            self._log.end("given up")
+        except Exception:  # noqa: BLE001 - discarding a failed attempt must not hide its error
+            pass
 
     def open(self, part: int, attempt: str) -> None:
         self.errors: list[str] = []
@@ -319,9 +344,9 @@ class PartitionProducer:
     def _failed(self, err, msg) -> None:
         self.errors.append(str(err))
 
-    def produce(self, keys: list, values: list, checksum: int) -> None:
+    def produce(self, keys: list, values: list, checksum: int | None) -> None:
         """Queue one batch of records (bytes or str); `checksum`: the sum of the batch's
-        record_checksum values, computed by the caller (spark_stage does it in Spark)."""
+        record_checksum values, computed by the caller (Spark, see KafkaParticipant.stage)."""
         # The largest value plus the largest key bounds every record: one pass in C per batch.
         if self._room is not None and (max(map(len, filter(None, values)), default=0)
                                        + max(map(len, filter(None, keys)), default=0)) > self._room:
@@ -334,7 +359,7 @@ class PartitionProducer:
             except BufferError:
                 _produce(producer, topic, value, key, headers)
         producer.poll(0)
-        self.checksum = (self.checksum + checksum) % (1 << 64)
+        self.checksum = (self.checksum + (checksum or 0)) % (1 << 64)
         self.records += len(keys)
 
     def _refuse_too_large(self, keys: list, values: list) -> None:
@@ -364,28 +389,52 @@ class PartitionProducer:
         return self.records
 
 
+def _quoted(column: str) -> str:
+    """A column name as a Spark SQL identifier."""
+    return "`" + column.replace("`", "``") + "`"
+
+
 def _as_bytes(value) -> bytes:
     if value is None:
         return b""
     return value.encode() if isinstance(value, str) else value
 
 
-class KafkaParticipant:
-    name = NAME
+class KafkaParticipant(Participant):
+    """One topic on one Kafka cluster: one copy transaction per load."""
 
-    def __init__(self, bootstrap: str, target: KafkaTarget, load_id: str):
-        self.bootstrap, self.target, self.load_id = bootstrap, target, load_id
+    kind = NAME
+    # The copy can fail for good after a yes vote (staged records expired, topic deleted):
+    # it commits before the participants that cannot (docs/adr/0001-commit-order.md).
+    commit_may_fail = True
+    append_only = True
+
+    def __init__(self, bootstrap: str, target: KafkaTarget, load_id: str, name: str = NAME):
+        self.bootstrap, self.target, self.load_id, self.name = bootstrap, target, load_id, name
+        self.endpoint = bootstrap
+        self.targets = (target.topic,)
         self.copy_id = ids.copy_transactional_id(load_id)
 
-    def begin(self) -> PartitionProducer:
+    def stage(self, columns: list[str] | None = None) -> Staging:
         """Create the topics; note where the staging topic ends, before anything is staged.
-        The producer it returns refuses records larger than either topic accepts."""
+        The writer refuses records larger than either topic accepts. Spark computes each
+        record: the key column as text, the value as a JSON object of the frame's
+        `columns`, and their checksum (record_checksum)."""
+        key_column = self.target.key_column
+        if columns is not None and key_column not in columns:
+            raise SpecError(f"the DataFrame lacks columns the targets need: [{key_column!r}] (the key of topic "
+                            f"{self.target.topic}); it has {columns}")
         limits = ensure_topics(self.bootstrap, self.target)
         limited_by = min(limits, key=lambda topic: (limits[topic], topic))
-        self.max_message_bytes = limits[limited_by]
-        self._staged_from = self._ends()
-        return PartitionProducer(self.bootstrap, self.target.staging_topic, self.load_id, self.target.headers,
-                                 self.max_message_bytes, limited_by)
+        max_message_bytes = limits[limited_by]
+        marks = {"staged_from": self._ends(), "max_message_bytes": max_message_bytes}
+        names = tuple(f"_twophase_{part}_{ids.digest(self.target.topic, 8)}" for part in ("key", "value", "crc"))
+        key = f"cast(cast({_quoted(key_column)} as string) as binary)"
+        value = f"cast(to_json(struct({', '.join(map(_quoted, columns or []))})) as binary)"
+        expressions = dict(zip(names, (key, value, f"crc32(concat(coalesce({key}, X''), {value}))")))
+        writer = KafkaWriter(self.bootstrap, self.target.staging_topic, self.load_id, self.target.headers,
+                             max_message_bytes, limited_by, names)
+        return Staging({self.target.topic: writer}, marks, expressions)
 
     def _ends(self) -> dict[int, int]:
         """Staging partition -> its high watermark (the next offset to be written)."""
@@ -400,30 +449,40 @@ class KafkaParticipant:
             return _patiently(ends)
 
     # -- pre-commit ---------------------------------------------------------------------
-    def pre_commit(self, results: list[dict], expected_records: int) -> Vote:
-        """Vote on what the successful task attempts staged (`results`: one dict per Spark
-        partition with keys part, attempt, kafka_records, kafka_checksum).
+    def prepare(self, marks: dict, reports, expected) -> Vote:
+        """Vote on what the successful task attempts staged (`reports` of the topic: one
+        per Spark partition with its part, attempt, records and checksum).
 
         Their records lie, per staging partition, between where the topic ended at begin
         and where it ends now (every attempt flushed with acks=all before reporting), next
         to any records of failed attempts or of other loads staging at the same time,
         which the copy skips by their headers."""
+        topic = self.target.topic
+        results = reports.get(topic, [])
         ends = self._ends()
-        ranges = {p: [first, ends[p] - 1] for p, first in self._staged_from.items() if ends.get(p, first) > first}
-        records = sum(r["kafka_records"] for r in results)
-        checksum = sum(r["kafka_checksum"] for r in results) % (1 << 64)
-        detail = {"topic": self.target.topic, "staging_topic": self.target.staging_topic,
+        staged_from = {int(p): first for p, first in marks["staged_from"].items()}
+        ranges = {p: [first, ends[p] - 1] for p, first in staged_from.items() if ends.get(p, first) > first}
+        records = sum(r["records"] for r in results)
+        checksum = sum(r["checksum"] for r in results) % (1 << 64)
+        detail = {"topic": topic, "staging_topic": self.target.staging_topic,
                   "ranges": {str(p): r for p, r in sorted(ranges.items())},
                   "attempts": {str(r["part"]): r["attempt"] for r in results}, "checksum": checksum,
-                  "max_message_bytes": self.max_message_bytes}
+                  "max_message_bytes": marks["max_message_bytes"]}
         span = sum(last - first + 1 for first, last in ranges.values())
-        if records != expected_records:
-            return Vote(NAME, False, records, detail, f"staged {records} records but Spark produced {expected_records}")
-        if span < records:
-            return Vote(NAME, False, records, detail, f"staged {records} records but the staging topic "
-                        f"{self.target.staging_topic} grew by only {span} (partitions added or records deleted?)")
-        problem = self.check_ranges(detail)
-        return Vote(NAME, not problem, records, detail, problem)
+        shown = ", ".join(f"[{p}] {r[0]}..{r[1]}" for p, r in detail["ranges"].items()) or "none"
+        summary = f"{records} records staged for {topic} in {self.target.staging_topic} offsets {shown}"
+        want = expected.get(topic)
+        if records != want:
+            problem = f"staged {records} records for {topic} but Spark produced {want}"
+        elif span < records:
+            problem = (f"staged {records} records but the staging topic {self.target.staging_topic} grew by only "
+                       f"{span} (partitions added or records deleted?)")
+        else:
+            problem = self.check_ranges(detail)
+        return Vote(self.name, not problem, records, detail, problem, {topic: records}, summary)
+
+    def check(self, vote: Vote) -> str:
+        return self.check_ranges(vote.committable)
 
     def check_ranges(self, detail: dict) -> str:
         """'' if every staged range is still in the staging topic, else what is missing."""
@@ -447,7 +506,7 @@ class KafkaParticipant:
         or checksum differ, or the copy outran its transaction timeout (FAILED, the open
         transaction aborted so nothing is visible); broker trouble (RETRY_LATER).
         """
-        producer_settings = {**_PRODUCER_BASE, **_size_settings(vote.detail.get("max_message_bytes")),
+        producer_settings = {**_PRODUCER_BASE, **_size_settings(vote.committable.get("max_message_bytes")),
                              "transactional.id": self.copy_id, "enable.idempotence": True, "acks": "all",
                              "transaction.timeout.ms": self.target.transaction_timeout_ms}
         consumer_settings = {"group.id": self.copy_id, "enable.auto.commit": False,
@@ -457,10 +516,10 @@ class KafkaParticipant:
                     kafka_client(Consumer, self.bootstrap, **consumer_settings) as consumer:
                 return self._commit(vote, _connected(producer), _connected(consumer))
         except ServerUnreachable as exc:
-            return Outcome(NAME, Kind.RETRY_LATER, str(exc))
+            return Outcome(self.name, Kind.RETRY_LATER, str(exc))
 
     def _commit(self, vote: Vote, producer: Producer, consumer: Consumer) -> Outcome:
-        detail = vote.detail
+        detail = vote.committable
         ranges = {int(p): r for p, r in detail["ranges"].items()}
         timeout_s = self.target.transaction_timeout_ms / 1000
         in_transaction = False
@@ -469,36 +528,36 @@ class KafkaParticipant:
                 producer.init_transactions(60)  # fences and aborts a crashed earlier copy
             except KafkaException as exc:
                 if exc.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT:
-                    return Outcome(NAME, Kind.FAILED, (
+                    return Outcome(self.name, Kind.FAILED, (
                         f"the commit copy's transaction.timeout.ms ({self.target.transaction_timeout_ms} ms) is above "
                         "the broker's transaction.max.timeout.ms; nothing was copied. Lower "
                         "KafkaTarget.transaction_timeout_ms, or raise the broker's transaction.max.timeout.ms."))
                 raise
             if self._copy_committed(consumer, detail["staging_topic"], ranges):
-                return Outcome(NAME, Kind.ALREADY_DONE, counts={"records": vote.count})
+                return Outcome(self.name, Kind.ALREADY_DONE, counts={"records": vote.count})
             if not ranges:
-                return Outcome(NAME, Kind.DONE, counts={"records": 0, "topic": self.target.topic})
+                return Outcome(self.name, Kind.DONE, counts={"records": 0, "topic": self.target.topic})
             problem = self._target_missing() or self.check_ranges(detail)
             if problem:
-                return Outcome(NAME, Kind.FAILED, problem)
+                return Outcome(self.name, Kind.FAILED, problem)
             producer.begin_transaction()
             in_transaction = True
             copied, checksum = self._copy(producer, consumer, detail, ranges, vote.count, time.monotonic() + timeout_s * 0.9)
             if copied != vote.count or checksum != detail["checksum"]:
                 producer.abort_transaction(60)
                 in_transaction = False
-                return Outcome(NAME, Kind.FAILED, f"copy found {copied} records (checksum {checksum}) of this load "
+                return Outcome(self.name, Kind.FAILED, f"copy found {copied} records (checksum {checksum}) of this load "
                                f"in staging, but the vote staged {vote.count} (checksum {detail['checksum']})")
             offsets = [TopicPartition(detail["staging_topic"], p, r[1] + 1) for p, r in ranges.items()]
             producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 60)
             producer.commit_transaction(timeout_s)
             in_transaction = False
             failpoints.hit("kafka.copy_committed")
-            return Outcome(NAME, Kind.DONE, counts={"records": copied, "topic": self.target.topic})
+            return Outcome(self.name, Kind.DONE, counts={"records": copied, "topic": self.target.topic})
         except _CopyTimedOut as exc:
             producer.abort_transaction(60)
             in_transaction = False
-            return Outcome(NAME, Kind.FAILED, self._timeout_advice(f"was too short: {exc}"))
+            return Outcome(self.name, Kind.FAILED, self._timeout_advice(f"was too short: {exc}"))
         except KafkaException as exc:
             err = exc.args[0]
             if in_transaction and err.txn_requires_abort():
@@ -512,9 +571,9 @@ class KafkaParticipant:
             expired = (not err.retriable() and err.code() != KafkaError._TIMED_OUT
                        and "timed out" in err.str().lower() and "transaction" in err.str().lower())
             if expired:
-                return Outcome(NAME, Kind.FAILED, self._timeout_advice(f"expired: {err.str()}"))
+                return Outcome(self.name, Kind.FAILED, self._timeout_advice(f"expired: {err.str()}"))
             down = kafka_unreachable(self.bootstrap, exc)
-            return Outcome(NAME, Kind.RETRY_LATER, str(down) if down else one_line(f"Kafka at {self.bootstrap}: {err.str()}"))
+            return Outcome(self.name, Kind.RETRY_LATER, str(down) if down else one_line(f"Kafka at {self.bootstrap}: {err.str()}"))
 
     def _copy(self, producer, consumer, detail, ranges, expected, deadline) -> tuple[int, int]:
         staging, topic = detail["staging_topic"], self.target.topic
@@ -597,18 +656,67 @@ class KafkaParticipant:
         try:
             with kafka_client(Producer, self.bootstrap, **fence) as producer:
                 _connected(producer).init_transactions(60)
-                ranges = {int(p): r for p, r in (vote.detail["ranges"] if vote else {}).items()}
+                ranges = {int(p): r for p, r in (vote.committable["ranges"] if vote else {}).items()}
                 with kafka_client(Consumer, self.bootstrap, **{"group.id": self.copy_id,
                                                                "enable.auto.commit": False}) as consumer:
                     if self._copy_committed(consumer, self.target.staging_topic, ranges):
-                        return Outcome(NAME, Kind.FAILED, f"the copy to {self.target.topic} already committed; "
+                        return Outcome(self.name, Kind.FAILED, f"the copy to {self.target.topic} already committed; "
                                        "Kafka cannot un-publish it")
         except ServerUnreachable as exc:
-            return Outcome(NAME, Kind.RETRY_LATER, str(exc))
+            return Outcome(self.name, Kind.RETRY_LATER, str(exc))
         except KafkaException as exc:  # answered, but not now (a coordinator moving...)
-            return Outcome(NAME, Kind.RETRY_LATER, one_line(f"Kafka at {self.bootstrap}: {exc.args[0].str()}"))
+            return Outcome(self.name, Kind.RETRY_LATER, one_line(f"Kafka at {self.bootstrap}: {exc.args[0].str()}"))
         counts = {"staged_records_discarded": vote.count if vote else 0, "copy_fenced": self.copy_id}
-        return Outcome(NAME, Kind.DONE, counts=counts)
+        return Outcome(self.name, Kind.DONE, counts=counts)
+
+
+    def unreachable(self, exc: BaseException) -> ServerUnreachable | None:
+        return kafka_unreachable(self.bootstrap, exc)
+
+    # -- readers ----------------------------------------------------------------------------
+    def visible(self, load_ids: list[str]) -> dict[str, dict[str, int]]:
+        """Records of each load in the target topic, read as a read_committed consumer
+        (header load_id): what consumers see now."""
+        counts = count_topic_by_load(self.bootstrap, self.target.topic)
+        return {lid: {self.target.topic: counts.get(lid, 0)} for lid in load_ids}
+
+
+def count_topic_by_load(bootstrap: str, topic: str) -> Counter:
+    """Records per header load_id in the whole topic, read as read_committed."""
+    counts: Counter = Counter()
+    for msg in iter_topic(bootstrap, topic):
+        load_id = dict(msg.headers() or []).get(H_LOAD)
+        counts[load_id.decode() if load_id else None] += 1
+    return counts
+
+
+def iter_topic(bootstrap: str, topic: str, isolation: str = "read_committed") -> Iterator:
+    """Every record of the topic visible at this isolation level, up to its end now."""
+    with kafka_client(AdminClient, bootstrap) as admin:
+        metadata = admin.list_topics(timeout=30)
+    if topic not in metadata.topics:
+        return
+    with kafka_client(Consumer, bootstrap, **{"group.id": f"twophase-verify-{uuid.uuid4().hex}",
+                                              "isolation.level": isolation, "enable.auto.commit": False}) as consumer:
+        ends = {}
+        for p in metadata.topics[topic].partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            if high > low:
+                ends[p] = high
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+        idle = 0
+        while ends and idle < 10:
+            msgs = consumer.consume(num_messages=10000, timeout=1.0)
+            idle = 0 if msgs else idle + 1
+            for msg in msgs:
+                if msg.error():
+                    raise RuntimeError(f"reading {topic}: {msg.error()}")
+                yield msg
+            # read_committed stops short of aborted records and transaction markers:
+            # a partition is read to its end when the position reaches the end offset.
+            for tp in consumer.position([TopicPartition(topic, p) for p in list(ends)]):
+                if tp.offset >= ends[tp.partition]:
+                    ends.pop(tp.partition)
 
 
 class _CopyTimedOut(Exception):

@@ -1,10 +1,10 @@
 """The Postgres participant: COPY into staging, promote inside a prepared transaction.
 
-- begin (driver): check the server can prepare transactions, discard an earlier attempt
+- stage (driver): check the server can prepare transactions, discard an earlier attempt
   of this load, create an unlogged staging table shaped like the target.
-- stage (executors, PartitionCopy): each Spark partition COPYs its rows into staging in
+- write (executors, PostgresWriter): each Spark partition COPYs its rows into staging in
   one transaction that first deletes rows an earlier attempt of the same partition left.
-- pre-commit (driver): in one transaction, delete the replaced rows (mode replace), insert
+- prepare (driver): in one transaction, delete the replaced rows (mode replace), insert
   staging into the target with the load id, write the commit marker, and end with
   PREPARE TRANSACTION. Nothing is visible yet; everything survives a crash.
 - commit: COMMIT PREPARED (constant time), then clean_up drops staging. abort: ROLLBACK
@@ -15,16 +15,22 @@ retry what already happened.
 
 from __future__ import annotations
 
+import io
+import queue
 import re
+import threading
 from contextlib import contextmanager
 
 import psycopg2
 import psycopg2.errors
+import pyarrow as pa
+import pyarrow.csv as pacsv
 from psycopg2 import sql
 
 from .. import failpoints, ids
-from ..errors import ServerUnreachable, one_line, servers
+from ..errors import ServerUnreachable, one_line, postgres_unreachable, servers
 from ..outcome import Kind, Outcome
+from ..participant import Participant, PartitionWriter, Staging, Swept
 from ..spec import PostgresTarget, SpecError
 from ..votes import Vote
 
@@ -117,39 +123,141 @@ def drop_staging_table(dsn: str, name: str) -> None:
         cur.execute(sql.SQL("drop table if exists {}").format(sql.Identifier(ids.STAGING_SCHEMA, name)))
 
 
-class PartitionCopy:
-    """Executor side: stage one Spark partition's rows. Picklable (plain fields only).
+class _Feed:
+    """The file-like object COPY reads from, in the writer's COPY thread: one Arrow batch
+    per read(), as CSV (psycopg2 sends any length read() returns, so no buffer is sliced
+    or copied twice). write() hands batches over through a small queue, so at most a few
+    batches wait in memory while COPY sends the one before."""
+
+    def __init__(self, columns: list[str], part: int):
+        self.queue: queue.Queue = queue.Queue(maxsize=4)
+        self._columns, self._part = columns, part
+        self._options = pacsv.WriteOptions(include_header=False)
+        self.rows = 0
+
+    def read(self, size: int = -1) -> bytes:
+        batch = self.queue.get()
+        if batch is _END:
+            return b""
+        if batch is _CANCEL:
+            raise _Cancelled("the Spark task stopped staging this partition")
+        part = pa.repeat(pa.scalar(self._part, pa.int32()), batch.num_rows)
+        rows = pa.RecordBatch.from_arrays([*(_utc_wall_clock(batch.column(c)) for c in self._columns), part],
+                                          names=[*self._columns, PART_COLUMN])
+        sink = io.BytesIO()
+        pacsv.write_csv(rows, sink, self._options)
+        self.rows += batch.num_rows
+        return sink.getvalue()
+
+
+_END, _CANCEL = object(), object()
+
+
+class _Cancelled(Exception):
+    pass
+
+
+def _utc_wall_clock(column: pa.Array) -> pa.Array:
+    """A zoned timestamp column as naive UTC time. Arrow stores UTC instants either way,
+    so only the zone is dropped (no copy); pyarrow's CSV writer formats a zoned timestamp
+    in 1.4 us, a naive one in 0.05 us, and that was the staging pass's largest cost. The
+    COPY session reads timestamps in UTC."""
+    if pa.types.is_timestamp(column.type) and column.type.tz is not None:
+        return column.cast(pa.timestamp(column.type.unit))
+    return column
+
+
+class PostgresWriter(PartitionWriter):
+    """Executor side: stage one Spark partition's rows of one table. Picklable (plain
+    fields only).
 
     The partition is replaced as a whole: an advisory lock serializes attempts of the same
     partition, and the rows of any earlier attempt are deleted in the same transaction as
     the new COPY, so a retried or speculative task never leaves duplicates.
+
+    psycopg2's COPY pulls from a file-like object while the staging pass pushes batches to
+    every writer, so COPY runs in a thread of its own reading from a queue (_Feed); the
+    CSV of one batch is made there while the task thread hands the next batch to the
+    other writers.
     """
 
     def __init__(self, dsn: str, staging: str, columns: list[str], target: str = ""):
         self.dsn, self.staging, self.columns, self.target = dsn, staging, columns, target
 
-    def open(self, part: int):
-        self._part = part
+    def open(self, partition: int, attempt: str = "") -> None:
+        self._part = partition
         self._conn = _connect(self.dsn, autocommit=False)
         with servers(pg_dsn=self.dsn):
             cur = self._conn.cursor()
-            cur.execute("set local time zone 'UTC'")  # the CSV's timestamps are UTC (spark_stage)
-            cur.execute("select pg_advisory_xact_lock(hashtext(%s), %s)", (self.staging, part))
+            cur.execute("set local time zone 'UTC'")  # the CSV's timestamps are UTC (_utc_wall_clock)
+            cur.execute("select pg_advisory_xact_lock(hashtext(%s), %s)", (self.staging, partition))
             cur.execute(sql.SQL("delete from {} where {} = %s").format(
-                sql.SQL(self.staging), sql.Identifier(PART_COLUMN)), (part,))
+                sql.SQL(self.staging), sql.Identifier(PART_COLUMN)), (partition,))
         self._cur = cur
+        self._feed = _Feed(self.columns, partition)
+        self._failure: BaseException | None = None
+        self._copied: int | None = None
+        self._thread = threading.Thread(target=self._copy, name=f"copy-{self.staging}-{partition}", daemon=True)
+        self._thread.start()
 
-    def copy(self, csv_stream) -> int:
-        """COPY the CSV stream (columns in self.columns order, then the partition id).
-        A value Postgres refuses raises StagingRefused naming the problem and the row."""
+    def _copy(self) -> None:
         statement = sql.SQL("copy {} ({}) from stdin with (format csv)").format(
             sql.SQL(self.staging), sql.SQL(", ").join(map(sql.Identifier, [*self.columns, PART_COLUMN])))
         try:
             with servers(pg_dsn=self.dsn):
-                self._cur.copy_expert(statement.as_string(self._conn), csv_stream, size=1 << 20)
+                self._cur.copy_expert(statement.as_string(self._conn), self._feed, size=1 << 20)
+            self._copied = self._cur.rowcount
         except (psycopg2.DataError, psycopg2.IntegrityError) as exc:
-            raise StagingRefused(self._refusal(exc)) from None
-        return self._cur.rowcount
+            self._failure = StagingRefused(self._refusal(exc))
+        except BaseException as exc:  # noqa: BLE001 - handed to the task thread by _put/close
+            self._failure = exc
+
+    def write(self, batch) -> None:
+        if batch.num_rows:
+            self._put(batch)
+
+    def _put(self, item) -> None:
+        """Hand an item to the COPY thread; raises the thread's error if it stopped."""
+        while True:
+            if self._failure is not None or not self._thread.is_alive():
+                self._raise_failure()
+            try:
+                self._feed.queue.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+
+    def _raise_failure(self) -> None:
+        self._thread.join()
+        failure = self._failure or RuntimeError(f"the COPY into {self.staging} stopped without an error")
+        raise failure
+
+    def close(self) -> dict:
+        """Finish the COPY and commit it; {"rows": n}. Raises StagingRefused naming the row
+        Postgres refused, or the error that stopped the COPY."""
+        self._put(_END)
+        self._thread.join()
+        if self._failure is not None:
+            self._raise_failure()
+        if self._copied != self._feed.rows:
+            raise RuntimeError(f"partition {self._part}: COPY took {self._copied} rows of {self._feed.rows}")
+        with servers(pg_dsn=self.dsn):
+            self._conn.commit()
+        self._conn.close()
+        return {"rows": self._copied}
+
+    def discard(self) -> None:
+        try:
+            if self._thread.is_alive():
+                try:
+                    self._feed.queue.put(_CANCEL, timeout=1)
+                except queue.Full:
+                    pass
+                self._thread.join(5)
+            if not self._conn.closed:
+                self._conn.close()
+        except Exception:  # noqa: BLE001 - discarding a failed attempt must not hide its error
+            pass
 
     def _refusal(self, exc: psycopg2.Error) -> str:
         """What COPY refused, where, and what to do, in one line (Postgres' CONTEXT says
@@ -169,29 +277,27 @@ class PartitionCopy:
         target = f" for {self.target}" if self.target else ""
         return one_line(f"Postgres refused {where} while staging into {self.staging}{target}: {problem}", 600)
 
-    def commit(self) -> None:
-        self._conn.commit()
-        self._conn.close()
 
-    def close(self) -> None:
-        if not self._conn.closed:
-            self._conn.close()
+class PostgresParticipant(Participant):
+    """One table in one Postgres database: one prepared transaction per load."""
 
+    kind = NAME
+    commit_may_fail = False  # COMMIT PREPARED of a prepared transaction cannot fail for good
 
-class PostgresParticipant:
-    name = NAME
-
-    def __init__(self, dsn: str, target: PostgresTarget, load_id: str):
-        self.dsn, self.target, self.load_id = dsn, target, load_id
+    def __init__(self, dsn: str, target: PostgresTarget, load_id: str, name: str = NAME):
+        self.dsn, self.target, self.load_id, self.name = dsn, target, load_id, name
+        self.endpoint = dsn
+        self.targets = (target.table,)
         self.gid = ids.pg_gid(load_id)
         self.staging = f"{ids.STAGING_SCHEMA}.{ids.staging_table(load_id)}"
 
-    # -- begin ------------------------------------------------------------------------
-    def begin(self) -> PartitionCopy:
+    # -- stage ------------------------------------------------------------------------
+    def stage(self, columns: list[str] | None = None) -> Staging:
         """Make a fresh staging table for this load. Idempotent; discards earlier attempts.
 
         Fails with PostgresConfigError, before writing anything, when the server cannot
-        prepare transactions or the target table is missing or has no load_id column.
+        prepare transactions or the target table is missing or has no load_id column, and
+        with SpecError when the staged frame (`columns`) lacks a column of the table.
         """
         with _autocommit(self.dsn) as cur:
             cur.execute("show max_prepared_transactions")
@@ -200,7 +306,11 @@ class PostgresParticipant:
                     "the Postgres server has max_prepared_transactions = 0, so it cannot take part in a "
                     "two-phase commit: set max_prepared_transactions above the number of loads in flight "
                     "(postgresql.conf) and restart it. Nothing was written.")
-            columns = self.target_columns(cur)
+            table_columns = self.target_columns(cur)
+            missing = [c for c in table_columns if columns is not None and c not in columns]
+            if missing:
+                raise SpecError(f"the DataFrame lacks columns the targets need: {missing} of table "
+                                f"{self.target.table}; it has {columns}")
             # A retried prepare: the earlier attempt may have prepared already (crash after PREPARE).
             _rollback_gid(cur, self.gid)
             cur.execute("create schema if not exists twophase")
@@ -213,7 +323,8 @@ class PostgresParticipant:
                 sql.SQL(self.staging), sql.Identifier(self.target.schema, self.target.name)))
             cur.execute(f"alter table {self.staging} drop column load_id, add column {PART_COLUMN} int not null")
             cur.execute(f"comment on table {self.staging} is %s", (self.load_id,))
-        return PartitionCopy(self.dsn, self.staging, columns, self.target.table)
+        writer = PostgresWriter(self.dsn, self.staging, table_columns, self.target.table)
+        return Staging({self.target.table: writer})
 
     def target_columns(self, cur) -> list[str]:
         """The target's columns in table order, without load_id; checks the table exists."""
@@ -232,8 +343,8 @@ class PostgresParticipant:
                 raise SpecError(f"replace_where column {column!r} is not a column of {self.target.table}")
         return [c for c in columns if c != "load_id"]
 
-    # -- pre-commit ---------------------------------------------------------------------
-    def pre_commit(self, expected_rows: int) -> Vote:
+    # -- prepare ------------------------------------------------------------------------
+    def prepare(self, marks: dict, reports, expected) -> Vote:
         """Promote staging into the target inside a prepared transaction; vote.
 
         Votes no (still prepared, so abort can discard it) when the promoted row count
@@ -267,16 +378,23 @@ class PostgresParticipant:
                 failpoints.hit("pg.after_prepare")
         finally:
             conn.close()
-        detail = {"gid": self.gid, "table": self.target.table, "mode": self.target.mode, "deleted": deleted}
-        if rows != expected_rows:
-            return Vote(NAME, False, rows, detail, f"promoted {rows} rows but Spark staged {expected_rows}")
-        return Vote(NAME, True, rows, detail)
+        table = self.target.table
+        committable = {"gid": self.gid, "table": table, "mode": self.target.mode, "deleted": deleted}
+        summary = f"prepared transaction {self.gid}: {rows} rows for {table}" + (
+            f", replacing {deleted}" if self.target.mode == "replace" else "")
+        want = expected.get(table)
+        reason = "" if rows == want else f"promoted {rows} rows into {table} but Spark staged {want}"
+        return Vote(self.name, not reason, rows, committable, reason, {table: rows}, summary)
+
+    def check(self, vote: Vote) -> str:
+        gid = vote.committable["gid"]
+        return "" if is_prepared(self.dsn, gid) else f"the prepared Postgres transaction {gid} does not exist"
 
     # -- commit / abort -----------------------------------------------------------------
-    def commit(self) -> Outcome:
+    def commit(self, vote: Vote | None = None) -> Outcome:
         """COMMIT PREPARED. Handles: done now; done before (marker visible); the prepared
-        transaction gone without its marker (rolled back outside the protocol: FAILED);
-        server unreachable (RETRY_LATER)."""
+        transaction gone without its marker (rolled back outside the protocol, or by an
+        abort: FAILED); server unreachable, a lock or a conflict (RETRY_LATER)."""
         try:
             with _autocommit(self.dsn) as cur:
                 try:
@@ -284,17 +402,18 @@ class PostgresParticipant:
                 except psycopg2.errors.UndefinedObject:
                     marker = self._marker(cur)
                     if marker is not None:
-                        return Outcome(NAME, Kind.ALREADY_DONE, counts={"rows": marker[0], "deleted": marker[1]})
-                    return Outcome(NAME, Kind.FAILED, (
+                        return Outcome(self.name, Kind.ALREADY_DONE, counts={"rows": marker[0], "deleted": marker[1]})
+                    return Outcome(self.name, Kind.FAILED, (
                         f"prepared transaction {self.gid} no longer exists and was not committed: it was "
-                        "rolled back outside the protocol (ROLLBACK PREPARED by an operator?), so its rows are lost"))
+                        "rolled back (by an abort, or outside the protocol: ROLLBACK PREPARED by an operator?), "
+                        "so its rows are lost"))
                 marker = self._marker(cur)
             failpoints.hit("pg.committed")
-            return Outcome(NAME, Kind.DONE, counts={"rows": marker[0], "deleted": marker[1]} if marker else {})
-        except (ServerUnreachable, psycopg2.OperationalError) as exc:  # down, or a lock or a conflict
-            return Outcome(NAME, Kind.RETRY_LATER, one_line(str(exc)))
+            return Outcome(self.name, Kind.DONE, counts={"rows": marker[0], "deleted": marker[1]} if marker else {})
+        except psycopg2.OperationalError as exc:  # a lock or a conflict
+            return Outcome(self.name, Kind.RETRY_LATER, one_line(str(exc)))
 
-    def clean_up(self) -> str:
+    def clean_up(self, vote: Vote | None = None) -> str:
         """After the commit: drop the staging table. '' when done, else why it was left
         (recovery's orphan sweep drops it later); never raises, the load is committed."""
         try:
@@ -306,22 +425,62 @@ class PostgresParticipant:
     def abort(self, vote: Vote | None = None) -> Outcome:
         """ROLLBACK PREPARED and drop staging. Handles: prepared (rolled back now); never
         prepared or rolled back before (ALREADY_DONE, staging dropped if left); committed
-        already (FAILED: cannot be undone); server unreachable (RETRY_LATER).
+        already (FAILED: cannot be undone); server unreachable, a lock (RETRY_LATER).
         `vote`, when the load got that far, gives the count of prepared rows discarded."""
         try:
             with _autocommit(self.dsn) as cur:
                 if self._marker(cur) is not None:
-                    return Outcome(NAME, Kind.FAILED, f"{self.gid} is already committed; it cannot be rolled back")
+                    return Outcome(self.name, Kind.FAILED, f"{self.gid} is already committed; it cannot be rolled back")
                 discarded = _rollback_gid(cur, self.gid)
                 staged = self._drop_staging(cur)
-        except (ServerUnreachable, psycopg2.OperationalError) as exc:  # down, or a lock or a conflict
-            return Outcome(NAME, Kind.RETRY_LATER, one_line(str(exc)))
+        except psycopg2.OperationalError as exc:  # a lock or a conflict
+            return Outcome(self.name, Kind.RETRY_LATER, one_line(str(exc)))
         counts = {"prepared_transaction": "rolled back" if discarded else "none",
                   "staged_rows_dropped": staged or 0}
         if discarded and vote is not None:
             counts["prepared_rows_discarded"] = vote.count
         done = discarded or staged is not None
-        return Outcome(NAME, Kind.DONE if done else Kind.ALREADY_DONE, counts=counts)
+        return Outcome(self.name, Kind.DONE if done else Kind.ALREADY_DONE, counts=counts)
+
+    def unreachable(self, exc: BaseException) -> ServerUnreachable | None:
+        return postgres_unreachable(self.dsn, exc)
+
+    # -- readers and recovery -------------------------------------------------------------
+    def visible(self, load_ids: list[str]) -> dict[str, dict[str, int]]:
+        """Rows of each load in the table, as any reader (read committed) counts them."""
+        table = self.target.table
+        found: dict[str, int] = {}
+        with _autocommit(self.dsn) as cur:
+            cur.execute("select to_regclass(%s)", (table,))
+            if cur.fetchone()[0] is not None:
+                cur.execute(sql.SQL("select load_id, count(*) from {} where load_id = any(%s) group by load_id")
+                            .format(sql.Identifier(self.target.schema, self.target.name)), (list(load_ids),))
+                found = dict(cur.fetchall())
+        return {lid: {table: found.get(lid, 0)} for lid in load_ids}
+
+    @classmethod
+    def sweep(cls, dsn: str, state_of) -> list[Swept]:
+        """Prepared transactions (gid prefix `twophase:`) of loads that are unknown or
+        ABORTED are rolled back; staging tables of loads unknown or ended are dropped."""
+        from ..states import TERMINAL, State
+
+        gids = prepared_gids(dsn)
+        tables = staging_tables(dsn)
+        states = state_of({ids.load_id_of_gid(g) for g in gids} | set(tables.values()))
+        swept = []
+        for gid in gids:
+            lid = ids.load_id_of_gid(gid)
+            state = states.get(lid)
+            if (state is None or state == State.ABORTED) and rollback_gid(dsn, gid):
+                swept.append(Swept(lid, "orphan prepared transaction rolled back",
+                                   f"{gid}; load {'unknown' if state is None else state}"))
+        for table, lid in tables.items():
+            state = states.get(lid)
+            if state is None or state in TERMINAL:
+                drop_staging_table(dsn, table)
+                swept.append(Swept(lid or "?", "orphan staging table dropped",
+                                   f"{ids.STAGING_SCHEMA}.{table}; load {'unknown' if state is None else state}"))
+        return swept
 
     # -- helpers ------------------------------------------------------------------------
     def _marker(self, cur) -> tuple[int, int] | None:

@@ -1,0 +1,198 @@
+"""The participant contract: what a resource implements to take part in an atomic load.
+
+A *participant* is one transactional resource of a load, with one vote: a Postgres
+database (one prepared transaction), a Kafka cluster (one copy transaction), an
+in-memory store for tests. It writes one or more *targets* of its kind (tables, topics),
+each named uniquely in the load. The coordinator drives every participant through the
+same hooks and never looks inside their data:
+
+    driver      stage()                   make staging; returns writers for the executors
+    executors   PartitionWriter           open(partition, attempt) / write(batch)* / close()
+    driver      prepare(marks, reports)   make the staged data ready to commit; vote
+    vote task   check(vote)               live check right before the decision
+    phase 2     commit(vote) | abort(vote or None), then clean_up(vote)
+    any time    visible(load_ids)         what real readers see of the loads (verify, tests)
+    recovery    sweep(endpoint, state_of) this kind's orphans: staging of ended or unknown loads
+
+Rules every implementation keeps (the contract suite, tests/contract, checks them):
+
+- Nothing survives between hooks but the vote, which the coordinator logs durably. Every
+  hook may run on a fresh instance built from the same description, in another process,
+  hours later: commit and abort find what they need in the vote (`committable`) or in
+  names derived from the load id.
+- Every hook is idempotent. A repeated commit returns ALREADY_DONE, a repeated abort
+  DONE or ALREADY_DONE, never a second effect.
+- Nothing is visible to readers before commit; after abort nothing of the load ever is.
+- commit after abort, and abort after commit, return FAILED naming why; they never act.
+- commit and abort return an Outcome on every branch they know. An exception they did not
+  expect is mapped to an outcome in one place (`outcome_of`), never escapes raw.
+- `commit_may_fail` says whether a commit can still fail for good after a yes vote (a
+  Kafka copy can: its staged records expired, the topic was deleted). The coordinator
+  commits those participants first (docs/adr/0001-commit-order.md).
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Mapping
+
+from .errors import ServerUnreachable, root_cause
+from .outcome import Kind, Outcome
+from .votes import Vote
+
+
+class PartitionWriter(ABC):
+    """Executor side of one target: stages one Spark partition's rows. Pickled to the
+    executors, so it holds plain fields only and connects in open().
+
+    A retried or speculative task attempt of the same partition must leave no duplicate:
+    either it replaces what an earlier attempt of the partition staged, or the
+    participant keeps only the attempts Spark reports as successful (`attempt`)."""
+
+    @abstractmethod
+    def open(self, partition: int, attempt: str) -> None:
+        """Start staging Spark partition `partition`; `attempt` is unique per task attempt."""
+
+    @abstractmethod
+    def write(self, batch) -> None:
+        """Stage one pyarrow.RecordBatch (every column of the staged frame; take yours)."""
+
+    @abstractmethod
+    def close(self) -> dict:
+        """Make the partition's staging durable; a small JSON-able report ({"rows": n, ...})
+        that reaches prepare() for the successful attempt only. Raises if anything was lost."""
+
+    def discard(self) -> None:
+        """The attempt failed: release what open() took (connections). Never raises."""
+
+
+@dataclass
+class Staging:
+    """What stage() returns: the writers (picklable, one per target) and what prepare()
+    needs from the driver side of staging (`marks`, plain data).
+
+    `columns`: extra columns the staging pass computes in Spark (the JVM) before the
+    batches reach the writers, as {name: Spark SQL expression}, so a writer does no
+    per-row work in Python that Spark can do (a Kafka record's key, value, checksum)."""
+
+    writers: dict[str, PartitionWriter]
+    marks: dict = field(default_factory=dict)
+    columns: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Swept:
+    """One orphan a participant's sweep found, and what it did with it."""
+
+    load_id: str
+    action: str
+    detail: str = ""
+
+
+class Participant(ABC):
+    """One transactional resource of a load. See the module docstring for the rules."""
+
+    kind: ClassVar[str]
+    commit_may_fail: ClassVar[bool] = False
+    # Readers keep seeing a committed load's data after a later load replaced its interval
+    # (a topic is a log: it cannot be rewritten); tables drop the replaced rows.
+    append_only: ClassVar[bool] = False
+
+    name: str            # unique in the load: the key of its vote in the log
+    load_id: str
+    targets: tuple[str, ...]  # the names of the targets it writes
+    endpoint: str        # the server it talks to (a DSN may hold a password: never log it)
+
+    @abstractmethod
+    def stage(self) -> Staging:
+        """Driver, before the staging pass: check the targets can take the load (raise an
+        error naming the problem, nothing written), discard whatever an earlier attempt of
+        this load staged, and make fresh staging."""
+
+    @abstractmethod
+    def prepare(self, marks: dict, reports: Mapping[str, list[dict]], expected: Mapping[str, int]) -> Vote:
+        """Driver, after the staging pass: make the staged data ready to commit without
+        making it visible, and vote. `reports`: per target, the successful attempts'
+        close() reports, each with its `part` and `attempt`; `expected`: per target, the
+        rows Spark computed. Votes no (never raises) when what was staged is not exactly
+        the expected rows; raises on a failure to prepare."""
+
+    def check(self, vote: Vote) -> str:
+        """Live check just before the decision: '' when the vote still holds, else why not
+        (the prepared transaction vanished, staged records expired). ServerUnreachable
+        when it cannot tell now."""
+        return ""
+
+    @abstractmethod
+    def commit(self, vote: Vote) -> Outcome:
+        """Make the load visible. DONE, ALREADY_DONE (an earlier attempt did), RETRY_LATER
+        (transient, outcome known or learnt again by the retry), FAILED (for good; `reason`)."""
+
+    @abstractmethod
+    def abort(self, vote: Vote | None) -> Outcome:
+        """Discard everything staged for the load; `vote` is None when prepare did not get
+        that far. FAILED when the load is already committed here."""
+
+    def clean_up(self, vote: Vote) -> str:
+        """After the commit is logged: drop staging. '' when done, else what was left for
+        recovery's sweep. Never raises: the load is committed."""
+        return ""
+
+    @abstractmethod
+    def visible(self, load_ids: list[str]) -> dict[str, dict[str, int]]:
+        """What readers see now: {load_id: {target: rows or records}} for the given loads
+        (every load and target present, 0 when nothing is visible)."""
+
+    def unreachable(self, exc: BaseException) -> ServerUnreachable | None:
+        """When a raw client error (raised here, or quoted by Spark from an executor) means
+        this participant's server did not answer: that as ServerUnreachable (one line
+        naming the server); else None."""
+        return None
+
+    @classmethod
+    def sweep(cls, endpoint: str, state_of: Callable[[set[str]], Mapping[str, Any]]) -> list[Swept]:
+        """Recovery, on one server of this kind (`endpoint`: its DSN, bootstrap servers...):
+        find staging of loads that ended or that the log does not know (`state_of(load_ids)`
+        -> {load_id: State}, unknown ones absent) and discard it. Idempotent."""
+        return []
+
+
+@contextmanager
+def servers_of(participants: list[Participant]):
+    """A raw client error that means a participant's server is down leaves as that
+    participant's ServerUnreachable; every other error passes unchanged."""
+    try:
+        yield
+    except ServerUnreachable:
+        raise
+    except Exception as exc:
+        for p in participants:
+            down = p.unreachable(exc)
+            if down is not None:
+                raise down from None
+        raise
+
+
+def outcome_of(participant: Participant, hook: str, call: Callable[[], Outcome]) -> Outcome:
+    """Run a participant's commit or abort: the one place an exception becomes an outcome.
+
+    - ServerUnreachable: RETRY_LATER, its one-line message.
+    - Any other exception: RETRY_LATER naming the hook and the root cause. The outcome of
+      the call is unknown (it may have acted before failing), and FAILED would make the
+      coordinator roll back or declare a violation on a guess; every hook is idempotent, so
+      a retry learns the truth. A bug that fails every time keeps the load COMMITTING or
+      ABORTING, and the task fails loudly after its retries; recovery retries it again.
+    The result carries how long the call took."""
+    started = time.perf_counter()
+    try:
+        outcome = call()
+    except ServerUnreachable as exc:
+        outcome = Outcome(participant.name, Kind.RETRY_LATER, str(exc))
+    except Exception as exc:  # noqa: BLE001 - see above: unknown outcome, retry
+        outcome = Outcome(participant.name, Kind.RETRY_LATER,
+                          f"{hook} raised unexpectedly, outcome unknown until retried: {root_cause(exc)}")
+    return Outcome(outcome.participant, outcome.kind, outcome.reason, outcome.counts,
+                   time.perf_counter() - started)
