@@ -1,0 +1,563 @@
+"""The coordinator over every branch, without servers: an in-memory log and in-memory
+participants with fault knobs (twophase.memory_log, twophase.participants.memory).
+
+Every step gets fresh participant instances over one shared store (the contract: any hook
+may run on a fresh instance, in another process, later). A load here has two participants:
+"tables" (two targets, a commit that cannot fail after a yes vote, like Postgres) and
+"topic" (one target, commit_may_fail, like a Kafka copy), so "topic" commits first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from twophase import coordinator, failpoints
+from twophase.coordinator import AlreadyCommitted, IntervalBusy, LoadAborted, ProtocolViolation, RetryLater
+from twophase.ids import load_id_for
+from twophase.log import StateConflict
+from twophase.memory_log import MemoryLog
+from twophase.outcome import Kind
+from twophase.participants.memory import (Crashed, Faults, LocalFrame, LocalStage, MemoryParticipant,
+                                          MemoryStore)
+from twophase.spec import KafkaTarget, LoadSpec, PostgresTarget
+from twophase.states import TERMINAL, State
+
+ORDERS, DAILY, TOPIC = "shop.orders", "shop.daily", "orders"
+ROWS = [{"customer_id": f"c{i % 7}", "amount": i} for i in range(20)]
+N = len(ROWS)
+# name -> (targets, commit_may_fail), in the order the load describes them
+LAYOUT = {"tables": ((ORDERS, DAILY), False), "topic": ((TOPIC,), True)}
+
+
+class Conns:
+    """What the coordinator calls `conns`: fresh MemoryParticipants over one store on every call."""
+
+    def __init__(self, store: MemoryStore, layout=None, **faults: Faults):
+        self.store, self.layout, self.faults = store, layout or LAYOUT, faults
+        self.built = 0
+
+    def participants(self, spec: LoadSpec) -> list[MemoryParticipant]:
+        self.built += 1
+        return [MemoryParticipant(self.store, spec.load_id, targets, name, may_fail, self.faults.get(name))
+                for name, (targets, may_fail) in self.layout.items()]
+
+    def healed(self) -> "Conns":
+        """The same servers with every fault gone (a fresh process after a crash)."""
+        return Conns(self.store, self.layout)
+
+
+def make_spec(run_id="run-1", mode="append", interval=None) -> LoadSpec:
+    return LoadSpec(load_id=load_id_for("unit", run_id), pipeline="unit", run_id=run_id,
+                    postgres=PostgresTarget(ORDERS, mode, {"day": "2026-11-20"} if mode == "replace" else {}),
+                    kafka=KafkaTarget(TOPIC, key_column="customer_id"), data_interval=interval)
+
+
+def frame() -> LocalFrame:
+    return LocalFrame.of_rows(ROWS, partitions=3, batch_rows=3)
+
+
+def visible(conns: Conns, load_id: str) -> dict[str, int]:
+    """Every target's rows of the load that readers see."""
+    seen = {}
+    for p in conns.healed().participants(make_spec()):
+        seen.update(p.visible([load_id])[load_id])
+    return seen
+
+
+ALL = {ORDERS: N, DAILY: N, TOPIC: N}
+NOTHING = {ORDERS: 0, DAILY: 0, TOPIC: 0}
+
+
+def prepare_and_vote(log, conns, spec, stage=None, rules=()):
+    """begin, prepare (a failed prepare is left to the vote, as the DAG does), vote."""
+    coordinator.begin(log, spec)
+    try:
+        coordinator.prepare(log, conns, spec.load_id, frame(), {"input_lines": N}, stage=stage or LocalStage())
+    except Exception:  # noqa: BLE001 - the prepare task failed; the vote decides ABORT
+        pass
+    return coordinator.vote(log, conns, spec.load_id, rules)
+
+
+def run_load(log, conns, spec, stage=None):
+    """The whole load as the DAG's tasks run it: ... then commit or rollback."""
+    decided = prepare_and_vote(log, conns, spec, stage)
+    if decided.state == State.COMMITTING:
+        return coordinator.commit(log, conns, spec.load_id)
+    return coordinator.rollback(log, conns, spec.load_id)
+
+
+def recover(log, conns) -> list[str]:
+    """What recovery.recover does with deadline 0 (presume abort at once), over these
+    servers: resolve every unresolved load through the coordinator, then sweep orphans.
+    (recover() itself needs Postgres: conns.pg_dsn and participants.sweep_all.)"""
+    done = []
+    for load in log.unresolved():
+        try:
+            if load.state in (State.PREPARING, State.PREPARED):
+                coordinator.rollback(log, conns, load.load_id, reason="presumed abort: no decision (recovery)")
+            elif load.state == State.COMMITTING:
+                coordinator.commit(log, conns, load.load_id)
+            else:
+                coordinator.rollback(log, conns, load.load_id)
+            done.append(f"{load.load_id}: resolved")
+        except (RetryLater, LoadAborted, ProtocolViolation) as exc:
+            done.append(f"{load.load_id}: {exc}")
+    return done + [s.load_id for s in MemoryParticipant.sweep(conns.store.endpoint, log.states_of)]
+
+
+def assert_nothing_left(store: MemoryStore, load_id: str):
+    assert store.staged_rows(load_id) == 0, "staging leaked"
+    assert not [k for k in store.prepared if k[1] == load_id], "prepared data leaked"
+
+
+@pytest.fixture
+def log():
+    return MemoryLog()
+
+
+@pytest.fixture
+def store():
+    return MemoryStore()
+
+
+# -- the happy path -----------------------------------------------------------------------------
+
+
+def test_a_load_every_participant_votes_yes_for_commits_and_becomes_visible_only_at_commit(log, store):
+    conns, spec = Conns(store), make_spec()
+    decided = prepare_and_vote(log, conns, spec)
+    assert decided.state == State.COMMITTING and decided.decision == "COMMIT"
+    assert visible(conns, spec.load_id) == NOTHING, "visible before commit"
+
+    outcomes = coordinator.commit(log, conns, spec.load_id)
+
+    assert [(o.participant, o.kind) for o in outcomes] == [("topic", Kind.DONE), ("tables", Kind.DONE)]
+    load = log.get(spec.load_id)
+    assert load.state == State.COMMITTED and load.expected == ALL
+    assert visible(conns, spec.load_id) == ALL
+    assert [t.to_state for t in log.history(spec.load_id)] == ["PREPARING", "PREPARED", "COMMITTING", "COMMITTED"]
+    assert {n: v.counts for n, v in log.votes(spec.load_id).items()} == {
+        "tables": {ORDERS: N, DAILY: N}, "topic": {TOPIC: N}}
+    assert_nothing_left(store, spec.load_id)
+    assert coordinator.commit(log, conns, spec.load_id) == [], "a repeated commit step does nothing"
+
+
+def test_every_step_builds_fresh_participants(log, store):
+    conns, spec = Conns(store), make_spec()
+    run_load(log, conns, spec)
+    assert conns.built >= 4  # prepare, vote, commit... each built its own
+    assert log.get(spec.load_id).state == State.COMMITTED
+
+
+# -- decided ABORT --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("voter", ["tables", "topic"])
+def test_a_no_vote_aborts_the_load_and_nothing_is_visible(log, store, voter):
+    conns, spec = Conns(store, **{voter: Faults(vote_no=True)}), make_spec()
+    outcomes = run_load(log, conns, spec)
+    load = log.get(spec.load_id)
+    assert load.state == State.ABORTED and load.decision == "ABORT"
+    assert f"{voter} voted no" in load.reason
+    assert {o.kind for o in outcomes} == {Kind.DONE}
+    assert visible(conns, spec.load_id) == NOTHING
+    assert_nothing_left(store, spec.load_id)
+
+
+def test_a_quality_rule_that_fails_aborts_the_load(log, store):
+    from twophase.voting import MinRows
+
+    conns, spec = Conns(store), make_spec()
+    decided = prepare_and_vote(log, conns, spec, rules=[MinRows(N + 1)])
+    assert decided.state == State.ABORTING and "quality gate" in decided.reason
+
+
+# check fault -> what the abort reason says
+CHECK_FAILURES = {
+    "a check that finds the vote no longer holds": ({"topic": Faults(fail_at={"check": "fail"})}, "fault knob check=fail"),
+    "a check that raises unexpectedly": ({"tables": Faults(fail_at={"check": "raise"})},
+                                         "the live check of tables failed: MemoryFault"),
+    "prepared data lost before the decision": ({}, "the prepared data of tables for load"),
+}
+
+
+@pytest.mark.parametrize("case", list(CHECK_FAILURES))
+def test_a_failed_live_check_aborts_the_load(log, store, case):
+    faults, says = CHECK_FAILURES[case]
+    conns, spec = Conns(store, **faults), make_spec()
+    coordinator.begin(log, spec)
+    coordinator.prepare(log, conns, spec.load_id, frame(), stage=LocalStage())
+    if not faults:
+        assert store.lose("tables", spec.load_id)
+    decided = coordinator.vote(log, conns, spec.load_id)
+    assert decided.state == State.ABORTING and says in decided.reason
+    coordinator.rollback(log, conns, spec.load_id)
+    assert log.get(spec.load_id).state == State.ABORTED
+    assert visible(conns, spec.load_id) == NOTHING
+    assert_nothing_left(store, spec.load_id)
+
+
+def test_a_live_check_that_cannot_reach_its_server_leaves_the_decision_to_a_retry(log, store):
+    conns, spec = Conns(store, topic=Faults(fail_at={"check": "down"}, times=1)), make_spec()
+    coordinator.begin(log, spec)
+    coordinator.prepare(log, conns, spec.load_id, frame(), stage=LocalStage())
+    with pytest.raises(RetryLater, match="unreachable"):
+        coordinator.vote(log, conns, spec.load_id)
+    assert log.get(spec.load_id).state == State.PREPARED
+    assert coordinator.vote(log, conns, spec.load_id).state == State.COMMITTING
+
+
+# where prepare fails -> what the vote's reason quotes
+PREPARE_FAILURES = {
+    "stage raises": (Faults(fail_at={"stage": "raise"}), "prepare failed: MemoryFault: stage of tables"),
+    "a writer raises every attempt": (Faults(fail_at={"write": "raise"}), "prepare failed: MemoryFault: write of tables"),
+    "prepare raises": (Faults(fail_at={"prepare": "raise"}), "prepare failed: MemoryFault: prepare of tables"),
+    "the frame lacks a column": (None, "prepare failed: SpecError: the DataFrame lacks columns tables needs: ['day']"),
+}
+
+
+@pytest.mark.parametrize("case", list(PREPARE_FAILURES))
+def test_a_failed_prepare_aborts_the_load_quoting_its_root_cause(log, store, case):
+    faults, reason = PREPARE_FAILURES[case]
+    conns, spec = Conns(store, tables=faults), make_spec()
+    if faults is None:
+        conns.participants = lambda s: [MemoryParticipant(store, s.load_id, (ORDERS,), "tables",
+                                                          columns=["customer_id", "day"])]
+    coordinator.begin(log, spec)
+    with pytest.raises(Exception):
+        coordinator.prepare(log, conns, spec.load_id, frame(), stage=LocalStage())
+    assert log.get(spec.load_id).prepare_error
+    decided = coordinator.vote(log, conns, spec.load_id)
+    assert decided.state == State.ABORTING and decided.reason.startswith(reason), decided.reason
+    coordinator.rollback(log, conns, spec.load_id)
+    assert log.get(spec.load_id).state == State.ABORTED
+    assert_nothing_left(store, spec.load_id)
+
+
+def test_a_load_whose_prepare_never_ran_is_aborted_by_the_vote(log, store):
+    conns, spec = Conns(store), make_spec()
+    coordinator.begin(log, spec)
+    decided = coordinator.vote(log, conns, spec.load_id)
+    assert decided.state == State.ABORTING and "prepare did not finish" in decided.reason
+
+
+# -- phase 2: retry later ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("who", ["topic", "tables"])
+@pytest.mark.parametrize("how", ["retry", "down"])
+def test_retry_later_at_commit_keeps_the_load_committing_and_a_retry_commits_it(log, store, who, how):
+    conns, spec = Conns(store, **{who: Faults(fail_at={"commit": how}, times=1)}), make_spec()
+    assert prepare_and_vote(log, conns, spec).state == State.COMMITTING
+
+    with pytest.raises(RetryLater, match=f"{who}: retry later"):
+        coordinator.commit(log, conns, spec.load_id)
+    assert log.get(spec.load_id).state == State.COMMITTING
+
+    outcomes = {o.participant: o.kind for o in coordinator.commit(log, conns, spec.load_id)}
+    assert log.get(spec.load_id).state == State.COMMITTED
+    assert outcomes == ({"topic": Kind.DONE, "tables": Kind.DONE} if who == "topic"
+                        else {"topic": Kind.ALREADY_DONE, "tables": Kind.DONE})
+    assert visible(conns, spec.load_id) == ALL
+
+
+@pytest.mark.parametrize("how", ["raise", "raise_after"])
+def test_an_unexpected_exception_inside_commit_becomes_retry_later_never_raw(log, store, how):
+    conns, spec = Conns(store, tables=Faults(fail_at={"commit": how}, times=1)), make_spec()
+    prepare_and_vote(log, conns, spec)
+
+    with pytest.raises(RetryLater, match="commit raised unexpectedly, outcome unknown until retried: MemoryFault"):
+        coordinator.commit(log, conns, spec.load_id)
+    assert log.get(spec.load_id).state == State.COMMITTING
+
+    outcomes = {o.participant: o.kind for o in coordinator.commit(log, conns, spec.load_id)}
+    # "raise_after" committed before raising: the retry learns it was done
+    assert outcomes["tables"] == (Kind.ALREADY_DONE if how == "raise_after" else Kind.DONE)
+    assert log.get(spec.load_id).state == State.COMMITTED
+    assert visible(conns, spec.load_id) == ALL
+
+
+@pytest.mark.parametrize("who", ["topic", "tables"])
+@pytest.mark.parametrize("how", ["retry", "down", "raise"])
+def test_retry_later_at_abort_keeps_the_load_aborting_and_a_retry_aborts_it(log, store, who, how):
+    faults = {"tables": Faults(vote_no=True)}
+    faults[who] = replace(faults.get(who, Faults()), fail_at={"abort": how}, times=1)
+    conns, spec = Conns(store, **faults), make_spec()
+    assert prepare_and_vote(log, conns, spec).state == State.ABORTING
+
+    with pytest.raises(RetryLater, match=f"{who}: retry later"):
+        coordinator.rollback(log, conns, spec.load_id)
+    assert log.get(spec.load_id).state == State.ABORTING
+
+    coordinator.rollback(log, conns, spec.load_id)
+    assert log.get(spec.load_id).state == State.ABORTED
+    assert visible(conns, spec.load_id) == NOTHING
+    assert_nothing_left(store, spec.load_id)
+
+
+# -- phase 2: failing for good ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fault", [Faults(fail_at={"commit": "fail"}), Faults(lose_prepared=True)],
+                         ids=["its commit fails", "its prepared data is lost"])
+def test_the_first_committing_participant_failing_for_good_rolls_the_whole_load_back(log, store, fault):
+    conns, spec = Conns(store, topic=fault), make_spec()
+    prepare_and_vote(log, conns, spec)
+
+    with pytest.raises(LoadAborted, match="topic failed for good before any participant committed") as err:
+        coordinator.commit(log, conns, spec.load_id)
+
+    load = log.get(spec.load_id)
+    assert load.state == State.ABORTED and load.decision == "ABORT"
+    assert "rolled back" in load.reason and "tables: done" in str(err.value)
+    assert [t.to_state for t in log.history(spec.load_id)][-3:] == ["COMMITTING", "ABORTING", "ABORTED"]
+    assert store.order("commit", spec.load_id) == []
+    assert visible(conns, spec.load_id) == NOTHING
+    assert_nothing_left(store, spec.load_id)
+
+
+@pytest.mark.parametrize("how", ["lose_prepared knob", "an operator drops it after the decision"])
+def test_a_prepared_participant_lost_after_another_committed_violates_the_load_loudly(log, store, how):
+    faults = {"tables": Faults(lose_prepared=True)} if how == "lose_prepared knob" else {}
+    conns, spec = Conns(store, **faults), make_spec()
+    assert prepare_and_vote(log, conns, spec).state == State.COMMITTING
+    if not faults:
+        store.lose("tables", spec.load_id)
+
+    with pytest.raises(ProtocolViolation, match=f"load {spec.load_id} VIOLATED") as err:
+        coordinator.commit(log, conns, spec.load_id)
+
+    load = log.get(spec.load_id)
+    assert load.state == State.VIOLATED
+    assert load.reason.startswith(f"topic committed {N} but tables cannot commit: the prepared data of tables")
+    assert load.reason in str(err.value)
+    assert visible(conns, spec.load_id) == {ORDERS: 0, DAILY: 0, TOPIC: N}
+    with pytest.raises(StateConflict):
+        coordinator.commit(log, conns, spec.load_id)  # terminal: never left
+
+
+def test_a_rollback_that_cannot_complete_violates_the_load(log, store):
+    conns, spec = Conns(store, tables=Faults(vote_no=True), topic=Faults(fail_at={"abort": "fail"})), make_spec()
+    prepare_and_vote(log, conns, spec)
+
+    with pytest.raises(ProtocolViolation, match="rollback impossible: topic: failed"):
+        coordinator.rollback(log, conns, spec.load_id)
+
+    load = log.get(spec.load_id)
+    assert load.state == State.VIOLATED and load.reason.startswith("rollback impossible: topic: failed")
+
+
+def test_a_rollback_after_a_failed_first_commit_that_cannot_complete_violates_the_load(log, store):
+    conns = Conns(store, topic=Faults(fail_at={"commit": "fail"}), tables=Faults(fail_at={"abort": "fail"}))
+    spec = make_spec()
+    prepare_and_vote(log, conns, spec)
+    with pytest.raises(ProtocolViolation, match="rollback impossible: tables: failed"):
+        coordinator.commit(log, conns, spec.load_id)
+    assert log.get(spec.load_id).state == State.VIOLATED
+
+
+@pytest.mark.xfail(strict=True, raises=StateConflict, reason=(
+    "coordinator defect: commit() rolls back after the first participant failed for good, but when that "
+    "rollback says RETRY_LATER, commit() raises RetryLater with the load left ABORTING, and the retried "
+    "commit() raises StateConflict (terminal: 'expected one of: COMMITTING') instead of resuming the rollback; "
+    "only recovery finishes it"))
+def test_a_retried_commit_resumes_a_rollback_that_said_retry_later(log, store):
+    conns = Conns(store, topic=Faults(fail_at={"commit": "fail"}), tables=Faults(fail_at={"abort": "retry"}, times=1))
+    spec = make_spec()
+    prepare_and_vote(log, conns, spec)
+    with pytest.raises(RetryLater):
+        coordinator.commit(log, conns, spec.load_id)
+    assert log.get(spec.load_id).state == State.ABORTING
+
+    with pytest.raises(LoadAborted):
+        coordinator.commit(log, conns, spec.load_id)  # the retry the RetryLater asked for
+    assert log.get(spec.load_id).state == State.ABORTED
+
+
+# -- commit order -------------------------------------------------------------------------------
+
+
+def test_participants_whose_commit_may_fail_commit_first_and_roll_back_first(log, store):
+    layout = {"a_table": ((ORDERS,), False), "m_topic": ((TOPIC,), True), "z_table": ((DAILY,), False)}
+    conns, spec = Conns(store, layout), make_spec()
+    run_load(log, conns, spec)
+    assert store.order("commit", spec.load_id) == ["m_topic", "a_table", "z_table"]
+
+    conns, spec = Conns(store, layout, z_table=Faults(vote_no=True)), make_spec("run-2")
+    run_load(log, conns, spec)
+    assert store.order("abort", spec.load_id) == ["m_topic", "a_table", "z_table"]
+
+
+def test_a_second_may_fail_participant_failing_after_the_first_committed_violates_the_load(log, store):
+    layout = {"tables": ((ORDERS,), False), "feed_a": ((TOPIC,), True), "feed_b": (("audit",), True)}
+    conns, spec = Conns(store, layout, feed_b=Faults(fail_at={"commit": "fail"})), make_spec()
+    prepare_and_vote(log, conns, spec)
+
+    with pytest.raises(ProtocolViolation, match=f"feed_a committed {N} but feed_b cannot commit"):
+        coordinator.commit(log, conns, spec.load_id)
+
+    assert log.get(spec.load_id).state == State.VIOLATED
+    assert store.order("commit", spec.load_id) == ["feed_a"]
+
+
+def test_clean_up_that_leaves_staging_is_reported_and_swept_by_recovery(log, store):
+    conns, spec = Conns(store, tables=Faults(fail_at={"clean_up": "fail"})), make_spec()
+    outcomes = {o.participant: o for o in run_load(log, conns, spec)}
+    assert "fault knob clean_up=fail" in outcomes["tables"].counts["staging"]
+    assert log.get(spec.load_id).state == State.COMMITTED
+    assert store.staged_rows(spec.load_id) == 2 * N
+    assert spec.load_id in recover(log, conns.healed())
+    assert_nothing_left(store, spec.load_id)
+
+
+# -- the staging pass: retried attempts ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("stage", [
+    LocalStage(crash_midway=frozenset({1})),
+    LocalStage(crash_staged=frozenset({0, 2})),
+    LocalStage(crash_midway=frozenset({0}), crash_staged=frozenset({1})),
+], ids=["midway", "after staging everything", "both"])
+def test_a_retried_partition_attempt_leaves_no_duplicate(log, store, stage):
+    conns, spec = Conns(store), make_spec()
+    run_load(log, conns, spec, stage=stage)
+    assert [a for a in stage.attempts if a[2] != "ok"], "no attempt was retried"
+    assert log.get(spec.load_id).state == State.COMMITTED
+    assert visible(conns, spec.load_id) == ALL
+    rows = store.committed[("tables", spec.load_id)][ORDERS]
+    assert sorted(r["amount"] for r in rows) == list(range(N))
+
+
+def test_a_writer_failing_once_is_retried_like_a_spark_task(log, store):
+    conns, spec = Conns(store, topic=Faults(fail_at={"write": "raise"}, times=1)), make_spec()
+    stage = LocalStage()
+    run_load(log, conns, spec, stage=stage)
+    assert log.get(spec.load_id).state == State.COMMITTED and visible(conns, spec.load_id) == ALL
+    assert sum(a[2] != "ok" for a in stage.attempts) == 1
+
+
+# -- begin ----------------------------------------------------------------------------------------
+
+DAY = ("2026-11-20T00:00:00+00:00", "2026-11-21T00:00:00+00:00")
+
+
+def test_begin_is_idempotent(log):
+    spec = make_spec()
+    first, again = coordinator.begin(log, spec), coordinator.begin(log, spec)
+    assert first == again and first.state == State.PREPARING
+    assert len(log.history(spec.load_id)) == 1
+
+
+def test_begin_refuses_an_interval_another_load_is_still_loading(log):
+    coordinator.begin(log, make_spec("run-1", interval=DAY))
+    with pytest.raises(IntervalBusy, match="is PREPARING"):
+        coordinator.begin(log, make_spec("run-2", interval=DAY))
+
+
+def test_begin_in_append_mode_refuses_an_interval_already_committed(log, store):
+    first = make_spec("run-1", interval=DAY)
+    run_load(log, Conns(store), first)
+    with pytest.raises(AlreadyCommitted, match=first.load_id):
+        coordinator.begin(log, make_spec("run-2", interval=DAY))
+
+
+def test_begin_in_replace_mode_names_the_committed_loads_it_replaces(log, store):
+    first = make_spec("run-1", interval=DAY)
+    run_load(log, Conns(store), first)
+    load = coordinator.begin(log, make_spec("run-2", mode="replace", interval=DAY))
+    assert load.spec().replaces == [first.load_id]
+    assert load.data_interval_start.isoformat() == DAY[0]
+
+
+# -- races with recovery ---------------------------------------------------------------------------
+
+
+def test_a_prepare_that_recovery_aborted_meanwhile_discards_what_it_prepared(log, store):
+    conns, spec = Conns(store), make_spec()
+    coordinator.begin(log, spec)
+    local = LocalStage()
+
+    def stage_while_recovery_aborts(df, stagings):
+        staged = local(df, stagings)
+        coordinator.rollback(log, conns.healed(), spec.load_id, reason="presumed abort (recovery)")
+        return staged
+
+    with pytest.raises(StateConflict, match="is ABORTED"):
+        coordinator.prepare(log, conns, spec.load_id, frame(), stage=stage_while_recovery_aborts)
+    assert log.get(spec.load_id).state == State.ABORTED
+    assert visible(conns, spec.load_id) == NOTHING
+    assert_nothing_left(store, spec.load_id)
+
+
+# -- a crash between any two hooks, then recovery ------------------------------------------------
+
+# where the process dies -> (the load's state left in the log, its state after recovery).
+# "<participant>.<hook>": killed as the hook starts; "<participant>.<hook> done": killed right
+# after its effect; "coordinator.*", "rollback.middle": the coordinator's failpoints.
+# Loads marked ABORT have "tables" voting no, so they roll back.
+CASES = {
+    "tables.stage": (State.PREPARING, State.ABORTED),
+    "tables.stage done": (State.PREPARING, State.ABORTED),
+    "topic.stage": (State.PREPARING, State.ABORTED),
+    "topic.stage done": (State.PREPARING, State.ABORTED),
+    "tables.write": (State.PREPARING, State.ABORTED),
+    "topic.close done": (State.PREPARING, State.ABORTED),
+    "tables.prepare": (State.PREPARING, State.ABORTED),
+    "tables.prepare done": (State.PREPARING, State.ABORTED),
+    "topic.prepare": (State.PREPARING, State.ABORTED),
+    "topic.prepare done": (State.PREPARING, State.ABORTED),
+    "coordinator.votes_logged": (State.PREPARING, State.ABORTED),
+    "tables.check": (State.PREPARED, State.ABORTED),
+    "topic.check": (State.PREPARED, State.ABORTED),
+    "coordinator.decision_logged": (State.COMMITTING, State.COMMITTED),
+    "topic.commit": (State.COMMITTING, State.COMMITTED),
+    "topic.commit done": (State.COMMITTING, State.COMMITTED),
+    "tables.commit": (State.COMMITTING, State.COMMITTED),
+    "tables.commit done": (State.COMMITTING, State.COMMITTED),
+    "coordinator.committed_logged": (State.COMMITTED, State.COMMITTED),
+    "topic.clean_up": (State.COMMITTED, State.COMMITTED),
+    "tables.clean_up done": (State.COMMITTED, State.COMMITTED),
+    "ABORT topic.abort": (State.ABORTING, State.ABORTED),
+    "ABORT topic.abort done": (State.ABORTING, State.ABORTED),
+    "ABORT rollback.middle": (State.ABORTING, State.ABORTED),
+    "ABORT tables.abort": (State.ABORTING, State.ABORTED),
+    "ABORT tables.abort done": (State.ABORTING, State.ABORTED),
+}
+
+
+@pytest.mark.parametrize("point", list(CASES))
+def test_a_crash_between_any_two_hooks_is_finished_by_recovery(log, store, point, monkeypatch):
+    in_doubt, final = CASES[point]
+    aborting = point.startswith("ABORT ")
+    where = point.removeprefix("ABORT ")
+    faults: dict[str, Faults] = {"tables": Faults(vote_no=True)} if aborting else {}
+    if where.startswith(("coordinator.", "rollback.")):
+        hit = failpoints.hit
+
+        def crash_at(name):
+            hit(name)
+            if name == where:
+                raise Crashed(f"killed at {name}")
+        monkeypatch.setattr(failpoints, "hit", crash_at)
+    else:
+        who, hook = where.split(".")
+        hook, how = (hook.removesuffix(" done"), "crash_after") if hook.endswith(" done") else (hook, "crash")
+        faults[who] = replace(faults.get(who, Faults()), fail_at={hook: how}, times=1)
+    conns, spec = Conns(store, **faults), make_spec()
+
+    with pytest.raises(Crashed):
+        run_load(log, conns, spec)
+    monkeypatch.undo()
+    assert log.get(spec.load_id).state == in_doubt
+
+    healed = conns.healed()  # a new process: fresh instances, same log and servers
+    recover(log, healed)
+
+    load = log.get(spec.load_id)
+    assert load.state == final, load.reason
+    assert visible(healed, spec.load_id) == (ALL if final == State.COMMITTED else NOTHING)
+    assert_nothing_left(store, spec.load_id)
+    assert recover(log, healed) == [] and log.get(spec.load_id).state == final, "recovery is not idempotent"
+    assert final in TERMINAL
