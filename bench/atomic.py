@@ -4,13 +4,13 @@
 
 Prepare is also split into what runs inside it, by timing the core's own calls for the
 duration of the load (the code is not changed, only wrapped):
-  setup    both participants' begin: staging table, topics;
+  setup    both participants' stage(): staging table, topics;
   staging  the one Spark pass that streams every partition to both targets
-           (spark_stage.stage: COPY into the unlogged staging table + produce to the
-           staging topic, side by side in each task);
-  pg_promote  Postgres' pre-commit: insert the staged rows into the target, PREPARE
+           (spark_stage.stage: each Arrow batch to the COPY into the unlogged staging
+           table and to the staging topic's producer, side by side in each task);
+  pg_promote  Postgres' prepare: insert the staged rows into the target, PREPARE
            TRANSACTION;
-  kafka_check Kafka's pre-commit: check the staged offset ranges.
+  kafka_check Kafka's prepare: check the staged offset ranges.
 Commit's per-participant times are the core's own (Outcome.seconds).
 
 Each load goes to a fresh table and topic; afterwards the table, both topics, the copy's
@@ -40,9 +40,9 @@ PHASES = ("begin", "prepare", "prepare.setup", "prepare.staging", "prepare.pg_pr
 def _timing(t: dict):
     """Times the core's calls inside prepare into t (summed over calls)."""
     wrapped = [(spark_stage, "stage", "prepare.staging"),
-               (PostgresParticipant, "begin", "prepare.setup"), (KafkaParticipant, "begin", "prepare.setup"),
-               (PostgresParticipant, "pre_commit", "prepare.pg_promote"),
-               (KafkaParticipant, "pre_commit", "prepare.kafka_check")]
+               (PostgresParticipant, "stage", "prepare.setup"), (KafkaParticipant, "stage", "prepare.setup"),
+               (PostgresParticipant, "prepare", "prepare.pg_promote"),
+               (KafkaParticipant, "prepare", "prepare.kafka_check")]
     originals = [(owner, name, getattr(owner, name)) for owner, name, _ in wrapped]
 
     def timed(call, key):

@@ -1,5 +1,6 @@
-"""Prints what a demo DAG run did: the load, its state and reason, rows and records on
-each side (counted independently of the log), rejects, and where to look next.
+"""Prints what a demo DAG run did: the load, its state and reason, each participant's
+vote and what readers see in each target (counted independently of the log), rejects,
+and where to look next.
 
 Usage: demo_summary.py DAG_RUN_LOG DAY
 """
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from twophase.log import TransactionLog
 from twophase.spec import Connections
-from twophase.verify import count_table_rows, count_topic_by_load
+from twophase.verify import verify
 
 
 def main(run_log: Path, day: str) -> int:
@@ -31,9 +32,8 @@ def main(run_log: Path, day: str) -> int:
         print(f"  no new load: {said.group(1) if said else 'begin skipped the load'}")
         return 0
     load = loads[0]
-    spec = load.spec()
-    rows = count_table_rows(conns.pg_dsn, spec.postgres.table, load.load_id)
-    records = count_topic_by_load(conns.kafka_bootstrap, spec.kafka.topic)[load.load_id]
+    [finding] = verify(log, conns, [load])
+    votes = log.votes(load.load_id)
     print(f"  load      {load.load_id}")
     print(f"  state     {load.state}" + (f": {load.reason}" if load.reason else ""))
     m = load.metrics
@@ -41,13 +41,17 @@ def main(run_log: Path, day: str) -> int:
           f"{m.get('orders', '-')} orders, {m.get('rejected_lines', '-')} rejected (kept in {load.input.get('rejects')}), "
           f"{m.get('duplicate_lines', '-')} duplicate deliveries, {m.get('blank_lines', '-')} blank; "
           f"{m.get('skipped_files', '-')} files not read")
-    print(f"  postgres  {rows} rows of this load visible in {spec.postgres.table} (staged {load.expected_rows})")
-    print(f"  kafka     {records} records of this load readable (read_committed) in {spec.kafka.topic}")
+    for vote in votes.values():
+        print(f"  {vote.participant:<9} {vote.summary or vote.count}")
+    for target, seen in finding.visible.items():
+        print(f"  target    {target}: {seen} of this load visible to readers now (read committed)")
+    print(f"  verify    {'ok' if finding.ok else 'VIOLATION: ' + finding.problem} (expected {finding.expected})")
     print()
     print("  look next:")
     print(f"    python -m twophase show {load.load_id}")
     print("    python -m twophase status          # recent loads; verify checks every invariant")
-    print(f"    psql \"$TWOPHASE_PG_DSN\" -c \"select * from {spec.postgres.table} where day = '{day}' limit 5\"")
+    first_table = next(iter(finding.visible), "")
+    print(f"    psql \"$TWOPHASE_PG_DSN\" -c \"select * from {first_table} where day = '{day}' limit 5\"")
     print(f"    task logs of the run: {run_log}")
     return 0
 

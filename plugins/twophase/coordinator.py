@@ -115,8 +115,8 @@ def prepare(log: TransactionLog, conns: Connections, load_id: str, df, metrics: 
     pass, Spark's (spark_stage.stage) unless a test runs writers in-process.
 
     Runs in the Spark driver. A retry restages from scratch (participants discard what an
-    earlier attempt staged). If recovery aborted the load meanwhile, the Postgres
-    participants' prepared data is discarded and StateConflict is raised.
+    earlier attempt staged). If recovery aborted the load meanwhile, what this call
+    prepared is discarded (every participant's abort) and StateConflict is raised.
     """
     load = log.get(load_id)
     if load.state == State.PREPARED:
@@ -236,6 +236,8 @@ def commit(log: TransactionLog, conns: Connections, load_id: str) -> list[Outcom
       back and ends ABORTED; LoadAborted.
     - FAILED after another participant committed (a prepared transaction lost, or a
       second may-fail participant failing): VIOLATED, loud; ProtocolViolation.
+    - Called again on a load such a failure left ABORTING (its rollback said retry
+      later): finishes the rollback, then LoadAborted.
     """
     with _retry_when_down(log, load_id, conns):
         return _commit(log, conns, load_id)
@@ -245,6 +247,10 @@ def _commit(log: TransactionLog, conns: Connections, load_id: str) -> list[Outco
     load = log.get(load_id)
     if load.state == State.COMMITTED:
         return []
+    if load.state == State.ABORTING:  # an earlier attempt found a participant failed for good: finish its rollback
+        rolled_back = rollback(log, conns, load_id)
+        raise LoadAborted(f"load {load_id} ABORTED: {load.reason}; rollback: "
+                          + ("; ".join(o.describe() for o in rolled_back) or "nothing left to do"))
     if load.state != State.COMMITTING:
         raise StateConflict(load_id, load.state, [State.COMMITTING])
     votes = log.votes(load_id)
@@ -271,7 +277,10 @@ def _commit(log: TransactionLog, conns: Connections, load_id: str) -> list[Outco
     log.transition(load_id, State.COMMITTED)
     failpoints.hit("coordinator.committed_logged")
     for i, p in enumerate(parts):
-        left = p.clean_up(votes[p.name])
+        try:
+            left = p.clean_up(votes[p.name])
+        except Exception as exc:  # noqa: BLE001 - the contract says never; the load is committed anyway
+            left = f"clean_up raised: {root_cause(exc)}"
         if left:
             outcomes[i] = replace(outcomes[i], counts={**outcomes[i].counts, "staging": left})
     return outcomes

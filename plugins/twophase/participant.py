@@ -6,7 +6,7 @@ in-memory store for tests. It writes one or more *targets* of its kind (tables, 
 each named uniquely in the load. The coordinator drives every participant through the
 same hooks and never looks inside their data:
 
-    driver      stage()                   make staging; returns writers for the executors
+    driver      stage(columns)            make staging; returns writers for the executors
     executors   PartitionWriter           open(partition, attempt) / write(batch)* / close()
     driver      prepare(marks, reports)   make the staged data ready to commit; vote
     vote task   check(vote)               live check right before the decision
@@ -107,10 +107,10 @@ class Participant(ABC):
     endpoint: str        # the server it talks to (a DSN may hold a password: never log it)
 
     @abstractmethod
-    def stage(self) -> Staging:
-        """Driver, before the staging pass: check the targets can take the load (raise an
-        error naming the problem, nothing written), discard whatever an earlier attempt of
-        this load staged, and make fresh staging."""
+    def stage(self, columns: list[str]) -> Staging:
+        """Driver, before the staging pass: check the targets can take the load, whose
+        frame has `columns` (raise an error naming the problem, nothing written), discard
+        whatever an earlier attempt of this load staged, and make fresh staging."""
 
     @abstractmethod
     def prepare(self, marks: dict, reports: Mapping[str, list[dict]], expected: Mapping[str, int]) -> Vote:

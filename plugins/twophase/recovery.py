@@ -15,8 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from . import coordinator, participants
-from .errors import servers
+from . import coordinator
 from .log import TransactionLog
 from .spec import Connections
 from .states import State
@@ -36,11 +35,10 @@ class Action:
 
 def recover(log: TransactionLog, conns: Connections, deadline: timedelta = DEFAULT_DEADLINE,
             now: datetime | None = None) -> list[Action]:
-    with servers(pg_dsn=conns.pg_dsn):
-        log.ensure_schema()
-        now = now or datetime.now(timezone.utc)
-        actions = [_resolve(log, conns, load, deadline, now) for load in log.unresolved()]
-        return actions + _clean_orphans(log, conns)
+    log.ensure_schema()  # the log's server down: PostgresUnreachable (the log maps its own errors)
+    now = now or datetime.now(timezone.utc)
+    actions = [_resolve(log, conns, load, deadline, now) for load in log.unresolved()]
+    return actions + _clean_orphans(log, conns)
 
 
 def _resolve(log, conns, load, deadline, now) -> Action:
@@ -63,7 +61,7 @@ def _resolve(log, conns, load, deadline, now) -> Action:
 
 
 def _clean_orphans(log: TransactionLog, conns: Connections) -> list[Action]:
-    swept = participants.sweep_all(conns, log.states_of)
+    swept = conns.sweep(log.states_of)
     return [Action(x.load_id, x.action, x.detail) for x in swept]
 
 

@@ -168,5 +168,11 @@ class Connections:
 
         return participants_of(spec, self)
 
+    def sweep(self, state_of) -> list:
+        """Every kind's orphans on these servers, discarded (recovery); [Swept]."""
+        from .participants import sweep_all
+
+        return sweep_all(self, state_of)
+
     def __repr__(self) -> str:  # never print the DSN: it holds a password
         return f"Connections(pg=<dsn>, kafka={self.kafka_bootstrap})"

@@ -24,6 +24,7 @@ from twophase.voting import MaxRejectedShare, MaxSkippedFiles, MinRows
 
 from .config import LoadConfig
 from .connections import from_airflow
+from .errors import airflow_outcome
 
 log = logging.getLogger("twophase")
 
@@ -146,10 +147,8 @@ def vote(cfg: LoadConfig, pipeline: str, context, commit_task: str, rollback_tas
     params = context["params"]
     rules = [MinRows(int(params.get("min_rows", 1))), MaxRejectedShare(float(params.get("max_rejected_share", 1.0))),
              MaxSkippedFiles(int(params.get("max_skipped_files", 0)))]
-    try:
+    with airflow_outcome("vote", lid):
         load = coordinator.vote(txlog, conns, lid, rules)
-    except coordinator.RetryLater as exc:  # a server down during the live checks: one line, retried
-        raise RuntimeError(f"vote of {lid} must be retried: {exc}") from None
     for v in txlog.votes(lid).values():
         log.info("vote of %s: %s, %d staged%s; %s", v.participant, "YES" if v.yes else "NO", v.count,
                  f" ({v.reason})" if v.reason else "", v.summary or v.committable)
@@ -167,21 +166,17 @@ def vote(cfg: LoadConfig, pipeline: str, context, commit_task: str, rollback_tas
 
 
 def commit(cfg: LoadConfig, pipeline: str, context, assets) -> None:
-    """Phase 2, COMMIT: Kafka's copy, then COMMIT PREPARED; emits the assets."""
+    """Phase 2, COMMIT: every participant in commit order; emits the assets."""
     lid, conns, txlog = _the_load(cfg, pipeline, context)
-    try:
+    with airflow_outcome("commit", lid):
         outcomes = coordinator.commit(txlog, conns, lid)
-    except (coordinator.LoadAborted, coordinator.ProtocolViolation) as exc:
-        raise AirflowFailException(str(exc)) from None
-    except coordinator.RetryLater as exc:
-        raise RuntimeError(f"commit of {lid} must be retried: {exc}") from None
     _log_outcomes("commit", outcomes)
     load = txlog.get(lid)
-    votes = txlog.votes(lid)
-    log.info("COMMITTED load %s: %s rows in %s, %s records in %s (read_committed consumers see them now)",
-             lid, votes["postgres"].count, cfg.table, votes["kafka"].count, cfg.topic)
-    extra = {"load_id": lid, "rows": votes["postgres"].count, "records": votes["kafka"].count,
-             "data_interval_start": str(load.data_interval_start), "mode": load.spec().postgres.mode}
+    counts = _counts(txlog.votes(lid).values())
+    log.info("COMMITTED load %s: %s (readers see all of it now)", lid,
+             ", ".join(f"{n} in {target}" for target, n in counts.items()))
+    extra = {"load_id": lid, "counts": counts, "data_interval_start": str(load.data_interval_start),
+             "mode": context["params"].get("mode", "append")}
     for asset in assets:
         context["outlet_events"][asset].extra = extra
 
@@ -191,18 +186,14 @@ def rollback(cfg: LoadConfig, pipeline: str, context) -> None:
     lid, conns, txlog = _the_load(cfg, pipeline, context)
     before = txlog.get(lid)
     log.warning("rolling back load %s; reason: %s", lid, before.reason or "prepare did not finish")
-    try:
+    with airflow_outcome("rollback", lid):
         outcomes = coordinator.rollback(txlog, conns, lid, reason="rolled back by the rollback task")
-    except coordinator.ProtocolViolation as exc:
-        raise AirflowFailException(str(exc)) from None
-    except coordinator.RetryLater as exc:
-        raise RuntimeError(f"rollback of {lid} must be retried: {exc}") from None
     _log_outcomes("rollback", outcomes)
     votes = txlog.votes(lid)
-    staged = {name: votes[name].count if name in votes else 0 for name in ("postgres", "kafka")}
-    log.warning("ROLLED BACK load %s: discarded %d rows staged for %s and %d records staged in %s; "
-                "nothing reached %s or %s", lid, staged["postgres"], cfg.table, staged["kafka"],
-                before.spec().kafka.staging_topic, cfg.table, cfg.topic)
+    staged = ", ".join(f"{n} for {target}" for target, n in _counts(votes.values()).items()) or "nothing staged"
+    targets = ", ".join(p.targets[0] if len(p.targets) == 1 else ", ".join(p.targets)
+                        for p in conns.participants(before.spec()))
+    log.warning("ROLLED BACK load %s: discarded what was staged (%s); nothing reached %s", lid, staged, targets)
     if before.metrics.get("rejected_lines"):
         log.warning("rejected input lines: %s (by reason: %s); kept in %s", before.metrics["rejected_lines"],
                     before.metrics.get("rejected_by_reason"), before.input.get("rejects", "the job's rejects folder"))
@@ -275,6 +266,11 @@ def _one_line(exc: BaseException, limit: int = 500) -> str:
     if not isinstance(exc, (AirflowFailException, PostgresUnreachable, SpecError)):
         text = f"{type(exc).__name__}: {text}"
     return one_line(text, limit)
+
+
+def _counts(votes) -> dict[str, int]:
+    """Per target, what the votes staged."""
+    return {target: n for v in votes for target, n in v.counts_or_total().items()}
 
 
 def _log_outcomes(step: str, outcomes: list[Outcome]) -> None:

@@ -169,7 +169,8 @@ def test_kafka_down_at_prepare_rollback_retries_then_succeeds(own_kafka, orders_
     assert failed and all(RETRY_MARK in a for a in failed), output[-5000:]
     for attempt in failed:
         reasons = [line for line in attempt.splitlines() if "kafka: retry later; " in line and down in line]
-        assert reasons and all(line.startswith("RuntimeError: rollback of ") for line in reasons), attempt[-3000:]
+        assert reasons and all(re.match(r"(twophase_airflow\.errors\.)?RetryTask: rollback of load ", line)
+                               for line in reasons), attempt[-3000:]
     assert "ROLLED BACK load" in last and "new_state=success" in last, last[-3000:]
     assert "cimpl.KafkaException" not in output and "KafkaError{" not in output, "a raw Kafka client error"
     # librdkafka's own lines: none raw ("%3|...|FAIL|rdkafka#..."); each client's outage in

@@ -358,11 +358,6 @@ def test_a_rollback_after_a_failed_first_commit_that_cannot_complete_violates_th
     assert log.get(spec.load_id).state == State.VIOLATED
 
 
-@pytest.mark.xfail(strict=True, raises=StateConflict, reason=(
-    "coordinator defect: commit() rolls back after the first participant failed for good, but when that "
-    "rollback says RETRY_LATER, commit() raises RetryLater with the load left ABORTING, and the retried "
-    "commit() raises StateConflict (terminal: 'expected one of: COMMITTING') instead of resuming the rollback; "
-    "only recovery finishes it"))
 def test_a_retried_commit_resumes_a_rollback_that_said_retry_later(log, store):
     conns = Conns(store, topic=Faults(fail_at={"commit": "fail"}), tables=Faults(fail_at={"abort": "retry"}, times=1))
     spec = make_spec()
