@@ -11,50 +11,30 @@ import json
 import sys
 from datetime import timedelta
 
-from . import recovery
-from .log import Load, TransactionLog, UnknownLoad
+from . import recovery, report
+from .log import TransactionLog, UnknownLoad
 from .spec import Connections, SpecError
 from .verify import verify
 
 
-def _seconds(a, b) -> float | None:
-    return round((b - a).total_seconds(), 3) if a and b else None
-
-
-def _summary(log: TransactionLog, load: Load) -> dict:
-    votes = log.votes(load.load_id)
-    return {
-        "load_id": load.load_id, "pipeline": load.pipeline, "run_id": load.run_id, "state": load.state.value,
-        "decision": load.decision, "reason": load.reason,
-        "data_interval_start": load.data_interval_start.isoformat() if load.data_interval_start else None,
-        "rows": votes["postgres"].count if "postgres" in votes else None,
-        "records": votes["kafka"].count if "kafka" in votes else None,
-        "began_at": load.began_at.isoformat(),
-        "prepare_s": _seconds(load.began_at, load.prepared_at),
-        "vote_s": _seconds(load.prepared_at, load.decided_at),
-        "phase2_s": _seconds(load.decided_at, load.finished_at),
-    }
-
-
 def cmd_status(log, conns, args) -> int:
-    loads = [_summary(log, l) for l in log.recent(args.limit, args.pipeline)]
+    loads = report.summaries(conns.pg_dsn, args.limit, args.pipeline)
     if args.json:
-        print(json.dumps(loads, indent=2))
+        print(json.dumps([s.to_json() for s in loads], indent=2))
         return 0
     if not loads:
         print("no loads in the transaction log yet")
         return 0
-    print(f"{'state':<11} {'rows':>9} {'records':>9} {'prepare':>8} {'vote':>6} {'phase2':>7}  load_id / reason")
+    indent = " " * 37
+    print(f"{'state':<11} {'prepare':>8} {'vote':>6} {'phase2':>7}  load_id / counts per target / reason")
     for s in loads:
-        t = [f"{s[k]:.1f}s" if s[k] is not None else "-" for k in ("prepare_s", "vote_s", "phase2_s")]
-        print(f"{s['state']:<11} {_n(s['rows']):>9} {_n(s['records']):>9} {t[0]:>8} {t[1]:>6} {t[2]:>7}  {s['load_id']}")
-        if s["reason"]:
-            print(f"{'':<59}reason: {s['reason']}")
+        t = [f"{v:.1f}s" if v is not None else "-" for v in (s.prepare_s, s.vote_s, s.phase2_s)]
+        print(f"{s.state:<11} {t[0]:>8} {t[1]:>6} {t[2]:>7}  {s.load_id}")
+        if s.counts:
+            print(f"{indent}{s.describe_counts()}")
+        if s.reason:
+            print(f"{indent}reason: {s.reason}")
     return 0
-
-
-def _n(value) -> str:
-    return "-" if value is None else str(value)
 
 
 def cmd_show(log, conns, args) -> int:
@@ -63,10 +43,12 @@ def cmd_show(log, conns, args) -> int:
     except UnknownLoad as exc:
         print(exc, file=sys.stderr)
         return 1
+    votes = log.votes(load.load_id)
     print(json.dumps({
-        **_summary(log, load), "participants": load.participants, "input": load.input,
-        "expected_rows": load.expected_rows, "metrics": load.metrics, "prepare_error": load.prepare_error,
-        "votes": {name: v.to_json() for name, v in log.votes(load.load_id).items()},
+        **report.summarize(load.__dict__, votes.values()).to_json(), "participants": load.participants,
+        "input": load.input, "expected_rows": load.expected_rows, "metrics": load.metrics,
+        "prepare_error": load.prepare_error,
+        "votes": {name: v.to_json() for name, v in votes.items()},
         "history": [{"from": t.from_state, "to": t.to_state, "reason": t.reason, "at": t.at.isoformat()}
                     for t in log.history(load.load_id)],
     }, indent=2, default=str))
@@ -103,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, help_ in (("status", "recent loads"), ("verify", "check the invariants against the targets")):
         p = sub.add_parser(name, help=help_)
         p.add_argument("--json", action="store_true")
-        p.add_argument("--limit", type=int, default=20 if name == "status" else 1000)
+        p.add_argument("--limit", type=int, default=report.DEFAULT_LIMIT if name == "status" else 1000)
         p.add_argument("--pipeline")
     sub.add_parser("show", help="one load: votes and transition history").add_argument("load_id")
     rec = sub.add_parser("recover", help="resolve in-doubt loads and clean orphans")

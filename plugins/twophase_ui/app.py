@@ -19,6 +19,7 @@ import psycopg2
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
+from twophase.errors import ServerUnreachable
 from twophase.log import UnknownLoad
 from twophase.states import State
 
@@ -77,7 +78,7 @@ def _read(call, *args, **kwargs):
     """Run a query; an unreachable server is a 503 that names neither DSN nor password."""
     try:
         return call(*args, **kwargs)
-    except psycopg2.OperationalError as exc:
+    except (psycopg2.OperationalError, ServerUnreachable) as exc:
         log.warning("transactions page: the pipeline's Postgres is unreachable (%s)", type(exc).__name__)
         raise LogUnavailable(f"cannot reach the pipeline's Postgres (connection {CONN_ID!r})") from None
 
@@ -93,16 +94,9 @@ def _state(value: str | None) -> str | None:
 Limit = Query(queries.DEFAULT_LIMIT, ge=1, le=queries.MAX_LIMIT)
 
 
-def _summary(row: queries.LoadRow) -> dict:
+def _summary(summary: queries.LoadSummary) -> dict:
     """The keys of `python -m twophase status --json`, plus the DAG run's URL in the UI."""
-    return {
-        "load_id": row.load_id, "pipeline": row.pipeline, "run_id": row.run_id, "state": row.state,
-        "decision": row.decision, "reason": row.reason,
-        "data_interval_start": row.data_interval_start.isoformat() if row.data_interval_start else None,
-        "rows": row.rows, "records": row.records, "began_at": row.began_at.isoformat(),
-        "prepare_s": row.prepare_s, "vote_s": row.vote_s, "phase2_s": row.phase2_s,
-        "dag_run_url": dag_run_url(row.pipeline, row.run_id),
-    }
+    return {**summary.to_json(), "dag_run_url": dag_run_url(summary.pipeline, summary.run_id)}
 
 
 @app.get("/", response_class=HTMLResponse, name="transactions")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 from html import escape
 from typing import Callable, Iterable
@@ -10,7 +11,9 @@ from typing import Callable, Iterable
 from twophase.states import State
 
 from .links import dag_run_url
-from .queries import LoadDetail, LoadRow, seconds
+from twophase.report import LoadSummary, summarize
+
+from .queries import LoadDetail, seconds
 
 _CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 16px; color: #1a202c; }
@@ -24,6 +27,9 @@ td.id { font-family: ui-monospace, monospace; font-size: 12px; min-width: 19em; 
 td.id .run { display: block; margin-top: 2px; color: #4a5568; }
 td.reason { min-width: 12em; overflow-wrap: anywhere; }
 td.began { font-variant-numeric: tabular-nums; min-width: 6.5em; }
+td.counts { font-variant-numeric: tabular-nums; min-width: 12em; }
+td.counts .count { white-space: nowrap; } td.counts .target { color: #4a5568; }
+th.target { max-width: 12em; text-align: right; }
 .scroll { overflow-x: auto; }
 pre { background: #f7fafc; border: 1px solid #e2e8f0; padding: 8px; overflow-x: auto; white-space: pre-wrap; margin: 0; }
 .state { font-weight: 600; white-space: nowrap; }
@@ -97,7 +103,36 @@ def _options(values: Iterable[str], selected: str | None, any_label: str) -> str
     return "".join(items)
 
 
-def list_page(rows: list[LoadRow], *, detail_url: Callable[[str], str], pipelines: list[str],
+# A column per target when the page shows one pipeline with at most this many targets;
+# otherwise one cell per load lists its targets and counts.
+MAX_TARGET_COLUMNS = 4
+
+
+def _targets(rows: list[LoadSummary]) -> list[str] | None:
+    """The page's targets, in order of first appearance, when they fit a column each."""
+    if len({r.pipeline for r in rows}) != 1:
+        return None
+    targets: dict[str, None] = {}
+    for r in rows:
+        targets.update(dict.fromkeys(r.counts))
+    return list(targets) if 0 < len(targets) <= MAX_TARGET_COLUMNS else None
+
+
+def breakable(name: str) -> str:
+    """A target's name, escaped, that may wrap after its '.', '_' and '-' only."""
+    return re.sub(r"([._-])", r"\1<wbr>", e(name))
+
+
+def counts_cell(counts: dict[str, int]) -> str:
+    """ "analytics.customer_daily_totals 5,000 · customer-daily-totals 5,000", escaped; a
+    line may break between targets, never inside one."""
+    if not counts:
+        return "-"
+    return " · ".join(f'<span class="count"><span class="target">{e(t)}</span> {count(n)}</span>'
+                      for t, n in counts.items())
+
+
+def list_page(rows: list[LoadSummary], *, detail_url: Callable[[str], str], pipelines: list[str],
               pipeline: str | None, state: str | None, limit: int) -> str:
     filters = (
         '<form class="filters" method="get">'
@@ -106,8 +141,15 @@ def list_page(rows: list[LoadRow], *, detail_url: Callable[[str], str], pipeline
         f'<label>Newest<input type="number" name="limit" min="1" value="{limit}" style="width:6em"></label>'
         '<button type="submit">Show</button></form>'
     )
+    targets = _targets(rows)
+    if targets is None:
+        count_heads = '<th title="what each target staged, from the participants\' votes">Counts per target</th>'
+        counts_of = lambda r: f'<td class="counts">{counts_cell(r.counts)}</td>'  # noqa: E731
+    else:
+        count_heads = "".join(f'<th class="target">{breakable(t)}</th>' for t in targets)
+        counts_of = lambda r: "".join(f'<td class="num">{count(r.counts.get(t))}</td>' for t in targets)  # noqa: E731
     head = ("<tr><th>Began</th><th>Load / DAG run</th><th>Pipeline</th><th>State</th><th>Decision</th>"
-            "<th>Postgres rows</th><th>Kafka records</th><th>Prepare</th><th>Vote</th><th>Phase 2</th>"
+            f"{count_heads}<th>Prepare</th><th>Vote</th><th>Phase 2</th>"
             "<th>Reason</th></tr>")
     body = "".join(
         "<tr>"
@@ -116,7 +158,7 @@ def list_page(rows: list[LoadRow], *, detail_url: Callable[[str], str], pipeline
         f'<span class="run">run {_run_link(r.pipeline, r.run_id)}</span></td>'
         f"<td>{e(r.pipeline)}</td>"
         f"<td>{_state(r.state)}</td><td>{e(r.decision)}</td>"
-        f'<td class="num">{count(r.rows)}</td><td class="num">{count(r.records)}</td>'
+        f"{counts_of(r)}"
         f'<td class="num">{duration(r.prepare_s)}</td><td class="num">{duration(r.vote_s)}</td>'
         f'<td class="num">{duration(r.phase2_s)}</td>'
         f'<td class="reason">{e(r.reason)}</td>'
@@ -131,8 +173,9 @@ def list_page(rows: list[LoadRow], *, detail_url: Callable[[str], str], pipeline
 
 def detail_page(detail: LoadDetail, *, list_url: str) -> str:
     load, votes, history = detail.load, detail.votes, detail.history
-    rows = votes.get("postgres")
-    records = votes.get("kafka")
+    staged = summarize(load.__dict__, votes.values()).counts
+    expected = load.expected if load.expected is not None else (
+        {"all targets": load.expected_rows} if load.expected_rows is not None else {})
     summary = [
         ("Load", e(load.load_id)),
         ("Pipeline", e(load.pipeline)),
@@ -142,9 +185,8 @@ def detail_page(detail: LoadDetail, *, list_url: str) -> str:
         ("Reason", e(load.reason) or "-"),
         ("Data interval", f"{e(when(load.data_interval_start))} – {e(when(load.data_interval_end))}"
          if load.data_interval_start else "-"),
-        ("Spark rows", count(load.expected_rows)),
-        ("Postgres rows", count(rows.count if rows else None)),
-        ("Kafka records", count(records.count if records else None)),
+        ("Spark rows", counts_cell(expected)),
+        ("Staged (votes)", counts_cell(staged)),
         ("Began", e(when(load.began_at))),
         ("Prepared", e(when(load.prepared_at)) or "-"),
         ("Decided", e(when(load.decided_at)) or "-"),
@@ -156,10 +198,12 @@ def detail_page(detail: LoadDetail, *, list_url: str) -> str:
     dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in summary)
     vote_rows = "".join(
         f"<tr><td>{e(v.participant)}</td><td class=\"{'yes' if v.yes else 'no'}\">{'yes' if v.yes else 'no'}</td>"
-        f'<td class="num">{count(v.count)}</td><td>{e(v.reason)}</td><td>{_json(v.detail)}</td></tr>'
+        f'<td class="counts">{counts_cell(v.counts_or_total())}</td><td>{e(v.summary)}</td><td>{e(v.reason)}</td>'
+        f"<td>{_json(v.committable)}</td></tr>"
         for v in votes.values()
     )
-    votes_html = (f"<table><tr><th>Participant</th><th>Vote</th><th>Count</th><th>Reason</th><th>Detail</th></tr>"
+    votes_html = (f"<table><tr><th>Participant</th><th>Vote</th><th>Counts per target</th><th>Summary</th>"
+                  f"<th>Reason</th><th>Commit data</th></tr>"
                   f"{vote_rows}</table>" if votes else '<p class="muted">No votes yet.</p>')
     history_rows = "".join(
         f"<tr><td>{e(t.from_state) or '-'}</td><td>{_state(t.to_state)}</td><td>{e(t.reason)}</td>"

@@ -1,8 +1,8 @@
 """The Transactions page (plugins/twophase_ui) against the stack's real Postgres and Airflow.
 
-Loads are made with the core: one PREPARED with both participants' votes (rolled back at
-the end, so nothing stays in doubt) and one rolled back to ABORTED with a reason full of
-HTML. Tokens are minted by Airflow's own auth manager with the stack's JWT secret.
+Loads are made with the core: one PREPARED with both participants' votes (ended ABORTED
+in the log at the end, so nothing stays in doubt) and one rolled back to ABORTED with a
+reason full of HTML. Tokens are minted by Airflow's own auth manager with the stack's JWT secret.
 """
 
 from __future__ import annotations
@@ -51,12 +51,18 @@ def loads(pg_dsn, kafka_bootstrap, pipeline):
     coordinator.begin(log, aborted)
     coordinator.rollback(log, conns, aborted.load_id, reason=ROLLBACK_REASON)
     coordinator.begin(log, prepared)
-    log.record_vote(prepared.load_id, Vote("postgres", True, 1234, {"gid": "twophase:" + prepared.load_id}))
-    log.record_vote(prepared.load_id, Vote("kafka", True, 1234, {"ranges": {}, "attempts": ["a1"]}))
-    log.set_expected_rows(prepared.load_id, 1234, {"input_lines": 1300, "rejected_lines": 66})
+    log.record_vote(prepared.load_id, Vote("postgres", True, 1234, {"gid": "twophase:" + prepared.load_id},
+                                           counts={target["table"]: 1234}, summary="prepared: 1234 rows"))
+    log.record_vote(prepared.load_id, Vote("kafka", True, 1234, {"ranges": {}, "attempts": ["a1"]},
+                                           counts={target["topic"]: 1234}, summary="staged: 1234 records"))
+    log.set_expected(prepared.load_id, {target["table"]: 1234, target["topic"]: 1234},
+                     {"input_lines": 1300, "rejected_lines": 66})
     log.transition(prepared.load_id, State.PREPARED)
-    yield {"prepared": prepared.load_id, "aborted": aborted.load_id}
-    coordinator.rollback(log, conns, prepared.load_id, reason="tests/ui: finished")
+    yield {"prepared": prepared.load_id, "aborted": aborted.load_id, **target}
+    # Its votes are made up and nothing was staged: the log alone ends it (a participant's
+    # abort would read commit data only that participant writes).
+    log.transition(prepared.load_id, State.ABORTING, reason="tests/ui: finished")
+    log.transition(prepared.load_id, State.ABORTED)
     assert log.get(prepared.load_id).state == State.ABORTED
 
 
@@ -93,11 +99,13 @@ def test_list_shows_loads_newest_first_with_states_reasons_counts(client, token,
     listed = resp.json()
     assert [s["load_id"] for s in listed] == [loads["prepared"], loads["aborted"]]  # newest first
     prepared, aborted = listed
-    assert (prepared["state"], prepared["decision"], prepared["rows"], prepared["records"]) == \
-        ("PREPARED", None, 1234, 1234)
+    assert (prepared["state"], prepared["decision"], prepared["counts"]) == \
+        ("PREPARED", None, {loads["table"]: 1234, loads["topic"]: 1234})
+    assert prepared["votes"]["kafka"] == {"yes": True, "count": 1234, "counts": {loads["topic"]: 1234},
+                                          "summary": "staged: 1234 records", "reason": ""}
     assert prepared["prepare_s"] is not None and prepared["vote_s"] is None
     assert (aborted["state"], aborted["decision"], aborted["reason"]) == ("ABORTED", "ABORT", ROLLBACK_REASON)
-    assert aborted["rows"] is None and aborted["records"] is None  # it never voted
+    assert aborted["counts"] == {} and aborted["votes"] == {}  # it never voted
     assert aborted["vote_s"] is None and aborted["phase2_s"] is not None  # decided before prepare: no vote phase
     assert aborted["dag_run_url"] == f"/dags/{pipeline}/runs/{ABORTED_RUN}"
 
@@ -125,6 +133,10 @@ def test_html_list_escapes_and_links_the_dag_run(client, token, loads, pipeline)
     prepared_row = next(r for r in rows if loads["prepared"] in r)
     aborted_row = next(r for r in rows if loads["aborted"] in r)
     assert "PREPARED" in prepared_row and "1,234" in prepared_row
+    # one pipeline on the page: a column per target, named in the header
+    headers = page.replace("<wbr>", "")  # a target's name may wrap after '.', '_' and '-'
+    assert f'<th class="target">{loads["table"]}</th>' in headers and f'<th class="target">{loads["topic"]}</th>' in headers
+    assert prepared_row.count('<td class="num">1,234</td>') == 2
     assert "ABORTED" in aborted_row and "ABORT" in aborted_row
 
 
@@ -140,6 +152,8 @@ def test_detail_page_shows_votes_history_metrics(client, token, loads, pipeline)
 
     prepared = client.get(f"/loads/{loads['prepared']}", headers=_bearer(token)).text
     assert "<td>postgres</td>" in prepared and "<td>kafka</td>" in prepared and 'class="yes"' in prepared
+    assert f'<span class="target">{loads["table"]}</span> 1,234' in prepared  # staged, per target
+    assert "staged: 1234 records" in prepared  # the vote's summary
     assert "&quot;input_lines&quot;: 1300" in prepared  # metrics
     assert f"/dags/{pipeline}/runs/{OPEN_RUN}" in prepared
 
