@@ -68,8 +68,9 @@ def load(data: Dataset, conns: Connections, log: TransactionLog) -> dict[str, fl
     name = scratch.new_name()
     table = scratch.create_table(conns.pg_dsn, data.shape, name)
     topic = f"{scratch.TOPIC_PREFIX}{name}"
+    kafka_target = KafkaTarget(topic, KEY_COLUMN, partitions=scratch.PARTITIONS)
     spec = LoadSpec(load_id=load_id_for(scratch.PIPELINE, name), pipeline=scratch.PIPELINE, run_id=name,
-                    postgres=PostgresTarget(table), kafka=KafkaTarget(topic, KEY_COLUMN, partitions=scratch.PARTITIONS))
+                    targets=(PostgresTarget(table), kafka_target))
     t: dict[str, float] = {}
     try:
         with _timing(t):
@@ -99,5 +100,5 @@ def load(data: Dataset, conns: Connections, log: TransactionLog) -> dict[str, fl
     finally:
         scratch.settle(log, conns, spec.load_id)
         scratch.drop_table(conns.pg_dsn, table)
-        scratch.delete_topics(conns.kafka_bootstrap, [topic, spec.kafka.staging_topic])
+        scratch.delete_topics(conns.kafka_bootstrap, [topic, kafka_target.staging_topic])
         scratch.forget_load(conns.pg_dsn, conns.kafka_bootstrap, spec.load_id)

@@ -63,16 +63,18 @@ def measure(data: Dataset, dsn: str, bootstrap: str) -> dict[str, float]:
     kafka = KafkaParticipant(bootstrap, KafkaTarget(topic, KEY_COLUMN, partitions=scratch.PARTITIONS),
                              f"bench.staging.{name}")
     try:
-        kafka_staging = kafka.stage(data.columns)
-        seconds["transfer"] = _pass(data, "count", Staging({"count": _Count()}, columns=kafka_staging.columns))
+        kafka_staging = kafka.stage({"": data.columns})
+        seconds["transfer"] = _pass(data, "count", Staging({"count": _Count()},
+                                                           columns={"count": kafka_staging.columns[topic]}))
         seconds["kafka_only"] = _pass(data, "kafka", kafka_staging)
     finally:
-        scratch.delete_topics(bootstrap, [topic, kafka.target.staging_topic])
+        scratch.delete_topics(bootstrap, [topic, *(t.staging_topic for t in kafka.topics)])
     table = scratch.create_table(dsn, data.shape, name)
     postgres = PostgresParticipant(dsn, PostgresTarget(table), f"bench.staging.{name}")
     try:
-        seconds["postgres_only"] = _pass(data, "postgres", postgres.stage(data.columns))
+        seconds["postgres_only"] = _pass(data, "postgres", postgres.stage({"": data.columns}))
     finally:
-        drop_staging_table(dsn, postgres.staging.split(".", 1)[1])
+        for staging in postgres.staging.values():
+            drop_staging_table(dsn, staging.split(".", 1)[1])
         scratch.drop_table(dsn, table)
     return {v: seconds[v] for v in VARIANTS}

@@ -1,5 +1,6 @@
-"""orders_daily_totals: a day of order events -> totals per customer, atomically in
-Postgres (analytics.customer_daily_totals) and Kafka (customer-daily-totals).
+"""orders_daily_totals: a day of order events -> totals per customer and a summary of the
+day, atomically in two Postgres tables (analytics.customer_daily_totals,
+analytics.orders_daily_summary) and a Kafka topic (customer-daily-totals).
 
 Schedule: daily at midnight UTC, each run loading the day that just ended (its data
 interval). ORDERS_SCHEDULE overrides the cron expression, e.g. "*/2 * * * *" in a test.
@@ -17,9 +18,21 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import DAG, CronDataIntervalTimetable
 
-from twophase_airflow import LoadConfig, load_params, two_phase_load
+from twophase_airflow import LoadConfig, Table, Topic, load_params, two_phase_load
 
 ROOT = Path(__file__).resolve().parents[1]
+
+SUMMARY_DDL = """
+create schema if not exists analytics;
+create table if not exists analytics.orders_daily_summary (
+    day date primary key,
+    orders int not null,
+    revenue numeric(16, 2) not null,
+    customers int not null,
+    rejected_lines int not null,
+    load_id text not null
+);
+"""
 
 TABLE_DDL = """
 create schema if not exists analytics;
@@ -40,15 +53,15 @@ def orders_data() -> Path:
     return Path(os.environ.get("ORDERS_DATA", ROOT / ".stack" / "data" / "orders"))
 
 
-def describe_input(day, params, load_id) -> dict:
-    data = orders_data()
+def describe_input(interval, params, load_id) -> dict:
+    data, day = orders_data(), interval.day
     return {"date": day.isoformat(), "path": str(data / "landing" / f"date={day.isoformat()}"),
             "rejects": str(data / "rejects" / f"date={day.isoformat()}" / f"load={load_id}")}
 
 
 with DAG(
     dag_id="orders_daily_totals",
-    description="Daily order totals per customer, loaded atomically into Postgres and Kafka",
+    description="Daily order totals per customer and per day, loaded atomically into two tables and a topic",
     # Data intervals, not trigger times: the run at midnight covers the day before.
     schedule=CronDataIntervalTimetable(os.environ.get("ORDERS_SCHEDULE", "0 0 * * *"), timezone="UTC"),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
@@ -59,7 +72,10 @@ with DAG(
     doc_md=__doc__,
 ):
     two_phase_load(
-        LoadConfig(table="analytics.customer_daily_totals", topic="customer-daily-totals",
-                   key_column="customer_id", describe_input=describe_input, table_ddl=TABLE_DDL),
+        LoadConfig(targets=[
+            Table("analytics.customer_daily_totals", interval_column="day", ddl=TABLE_DDL),
+            Table("analytics.orders_daily_summary", interval_column="day", frame="summary", ddl=SUMMARY_DDL),
+            Topic("customer-daily-totals", key_column="customer_id"),
+        ], describe_input=describe_input),
         application=str(ROOT / "spark_jobs" / "orders_daily_totals.py"),
     )

@@ -15,9 +15,12 @@ Every file and every line under the day's folder is accounted for:
   already loaded (counted, loaded once) or a blank line (counted).
 The rules of a valid order are in order_rules.py (and docs/example.md).
 
-Output: one row per customer of the day (customer_id, day, orders, revenue,
-first_order_at, last_order_at), staged to Postgres and Kafka by the twophase frame, with
-metrics input_lines = orders + duplicate_lines + rejected_lines + blank_lines.
+Output: the main frame, one row per customer of the day (customer_id, day, orders,
+revenue, first_order_at, last_order_at), which the table customer_daily_totals and the
+topic load; the frame "summary", one row for the day (day, orders, revenue, customers,
+rejected_lines), which the table orders_daily_summary loads; and metrics with
+input_lines = orders + duplicate_lines + rejected_lines + blank_lines. The twophase frame
+stages them to every target in one load.
 
 Run by the DAG: spark-submit orders_daily_totals.py --load-id <load id>
 """
@@ -233,7 +236,19 @@ def build(spark: SparkSession, spec) -> Output:
         "blank_lines": blank, "skipped_files": len(skipped), "skipped_bytes": sum(s[1] for s in skipped),
         "skipped_paths": [{"path": p, "bytes": n, "why": why} for p, n, why in skipped[:MAX_LISTED]],
     }
-    return Output(result.withColumn("revenue", F.col("revenue").cast("decimal(14,2)")), metrics)
+    per_customer = result.withColumn("revenue", F.col("revenue").cast("decimal(14,2)"))
+    return Output({"": per_customer, "summary": day_summary(per_customer, day, rejected)}, metrics)
+
+
+def day_summary(per_customer: DataFrame, day: str, rejected: int) -> DataFrame:
+    """One row for the day: its orders, revenue and customers, and the input lines rejected
+    (an empty day is a row of zeros)."""
+    return per_customer.agg(
+        F.coalesce(F.sum("orders"), F.lit(0)).cast("int").alias("orders"),
+        F.coalesce(F.sum("revenue"), F.lit(0)).cast("decimal(16,2)").alias("revenue"),
+        F.count(F.lit(1)).cast("int").alias("customers"),
+    ).select(F.lit(day).cast("date").alias("day"), "orders", "revenue", "customers",
+             F.lit(rejected).cast("int").alias("rejected_lines"))
 
 
 if __name__ == "__main__":

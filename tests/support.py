@@ -49,9 +49,28 @@ def make_spec(target, run_id=None, mode="append", replace_where=None, pipeline="
     run_id = run_id or target["topic"]
     return LoadSpec(
         load_id=load_id_for(pipeline, run_id), pipeline=pipeline, run_id=run_id,
-        postgres=PostgresTarget(target["table"], mode, replace_where or {}),
-        kafka=KafkaTarget(target["topic"], key_column="customer_id", partitions=3),
+        targets=(PostgresTarget(target["table"], mode, replace_where or {}),
+                 KafkaTarget(target["topic"], key_column="customer_id", partitions=3)),
     )
+
+
+def table_of(spec: LoadSpec) -> PostgresTarget:
+    """The load's one table target."""
+    [table] = [t for t in spec.targets if isinstance(t, PostgresTarget)]
+    return table
+
+
+def topic_of(spec: LoadSpec) -> KafkaTarget:
+    """The load's one topic target."""
+    [topic] = [t for t in spec.targets if isinstance(t, KafkaTarget)]
+    return topic
+
+
+def with_target(spec: LoadSpec, changed) -> LoadSpec:
+    """The spec with the target of the same name replaced by `changed`."""
+    import dataclasses
+
+    return dataclasses.replace(spec, targets=tuple(changed if t.name == changed.name else t for t in spec.targets))
 
 
 def make_df(spark, rows: int, partitions: int = 4, day: str = "2026-11-20", revenue_scale: int = 1):

@@ -83,8 +83,9 @@ def begin(log: TransactionLog, spec: LoadSpec) -> Load:
     the other begins of that interval:
     - another load of the interval still in flight: IntervalBusy, nothing logged;
     - append mode and a load of the interval committed: AlreadyCommitted, nothing logged;
-    - replace mode: the load's Kafka records get headers `twophase.mode: replace` and
-      `twophase.replaces: <committed load ids>`, so consumers can drop what it replaces.
+    - replace mode: the load records which committed loads it replaces, and each target
+      marks them its own way (a topic's records get headers `twophase.mode: replace` and
+      `twophase.replaces: <load ids>`, so consumers can drop what it replaces).
     """
     log.ensure_schema()
     load, _created = log.begin(spec, plan=lambda others: _plan(spec, others))
@@ -97,19 +98,19 @@ def _plan(spec: LoadSpec, others: list[Load]) -> LoadSpec:
         raise IntervalBusy("; ".join(f"load {o.load_id} of the same data interval is {o.state}" for o in busy)
                            + ": wait for it to end (twophase_recovery resolves a crashed one)")
     committed = [o for o in others if o.state == State.COMMITTED]
-    if spec.postgres.mode == "append":
+    if spec.mode == "append":
         if committed:
             raise AlreadyCommitted(committed[-1])
         return spec
-    headers = {**spec.kafka.headers, "twophase.mode": "replace",
-               "twophase.replaces": ",".join(o.load_id for o in committed)}
-    return replace(spec, kafka=replace(spec.kafka, headers=headers))
+    return spec.replacing([o.load_id for o in committed])
 
 
 def prepare(log: TransactionLog, conns: Connections, load_id: str, df, metrics: dict | None = None,
             stage=None) -> dict[str, Vote]:
-    """Stage df to every participant in one pass, log their votes, move the load to PREPARED.
+    """Stage the job's output to every participant, log their votes, move the load to PREPARED.
 
+    `df`: the job's DataFrame, or {frame name: DataFrame} when targets load different
+    frames (a target's `frame`; '' is the main one). Each frame is streamed once.
     `metrics`: the job's own figures (input_lines, rejected_lines...), logged for the
     quality rules of the vote. `stage(df, stagings) -> spark_stage.Staged`: the staging
     pass, Spark's (spark_stage.stage) unless a test runs writers in-process.
@@ -150,9 +151,11 @@ def _prepare(log: TransactionLog, conns: Connections, load: Load, df, metrics: d
 
     load_id = load.load_id
     parts = conns.participants(load.spec())
-    stagings = {p.name: p.stage(list(df.columns)) for p in parts}
-    staged = stage(df, stagings)
-    log.set_expected(load_id, staged.expected, metrics)
+    frames = df if isinstance(df, dict) else {"": df}
+    stagings = {p.name: p.stage({name: list(frame.columns) for name, frame in frames.items()}) for p in parts}
+    staged = stage(frames, stagings)
+    spec = load.spec()
+    log.set_expected(load_id, staged.expected, metrics, rows=staged.expected.get(spec.targets[0].name))
     votes = [p.prepare(stagings[p.name].marks, staged.reports[p.name],
                        {t: staged.expected[t] for t in p.targets}) for p in parts]
     for v in votes:

@@ -29,18 +29,23 @@ def load_id_for(pipeline: str, run_id: str) -> str:
     return f"{pipeline}.{readable}.{digest(pipeline + chr(0) + run_id, 10)}"
 
 
-def pg_gid(load_id: str) -> str:
-    """Global id of the load's prepared Postgres transaction (Postgres allows 200 bytes)."""
-    return GID_PREFIX + load_id
+def pg_gid(load_id: str, participant: str = "postgres") -> str:
+    """Global id of the load's prepared transaction in one database (Postgres allows 200
+    bytes, unique per server: two databases of one server need two). The default
+    participant's is `twophase:<load id>`, as before several databases were possible."""
+    suffix = "" if participant == "postgres" else f":{digest(participant, 8)}"
+    return GID_PREFIX + load_id + suffix
 
 
 def load_id_of_gid(gid: str) -> str | None:
-    return gid[len(GID_PREFIX):] if gid.startswith(GID_PREFIX) else None
+    """The load id inside a gid (load ids never hold ':')."""
+    return gid[len(GID_PREFIX):].split(":")[0] if gid.startswith(GID_PREFIX) else None
 
 
-def staging_table(load_id: str) -> str:
-    """Unqualified name of the load's Postgres staging table, in schema STAGING_SCHEMA."""
-    return f"stg_{digest(load_id, 24)}"
+def staging_table(load_id: str, table: str = "") -> str:
+    """Unqualified name of a Postgres staging table of the load, in schema STAGING_SCHEMA:
+    the first table's is named by the load id alone (as before a load had several)."""
+    return f"stg_{digest(load_id + (chr(0) + table if table else ''), 24)}"
 
 
 def copy_transactional_id(load_id: str) -> str:

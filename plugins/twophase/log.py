@@ -75,6 +75,11 @@ MIGRATIONS = [
     alter table twophase.votes add column summary text not null default '';
     alter table twophase.loads add column expected jsonb;
     """,
+    # The newest loads first, of all pipelines or one: status, the Transactions page, recent().
+    """
+    create index loads_recent on twophase.loads (began_at desc, load_id);
+    create index loads_pipeline_recent on twophase.loads (pipeline, began_at desc, load_id);
+    """,
 ]
 
 _TIMESTAMP_OF = {
@@ -193,7 +198,7 @@ class TransactionLog:
                    values (%s, %s, %s, %s, %s, %s, %s, %s)
                    on conflict (load_id) do nothing returning load_id""",
                 (spec.load_id, spec.pipeline, spec.run_id, interval[0], interval[1], State.PREPARING.value,
-                 json.dumps(spec.participants()), json.dumps(spec.input)),
+                 json.dumps(spec.to_log()), json.dumps(spec.input)),
             )
             created = cur.fetchone() is not None
             if created:
@@ -249,14 +254,16 @@ class TransactionLog:
                 changed = True
         return self.get(load_id), changed
 
-    def set_expected(self, load_id: str, expected: dict[str, int], metrics: dict | None = None) -> None:
+    def set_expected(self, load_id: str, expected: dict[str, int], metrics: dict | None = None,
+                     rows: int | None = None) -> None:
         """Spark's row count per target of the load, and the job's own figures (input
-        lines, rejects...). `expected_rows` keeps the largest, for summaries."""
+        lines, rejects...). `rows`: the load's row count the quality rules judge (its
+        first target's; default the largest)."""
+        rows = max(expected.values(), default=0) if rows is None else rows
         with self._cursor() as cur:
             cur.execute("update twophase.loads set expected = %s, expected_rows = %s, metrics = %s, "
                         "prepare_error = null, updated_at = now() where load_id = %s",
-                        (json.dumps(expected), max(expected.values(), default=0), json.dumps(metrics or {}),
-                         load_id))
+                        (json.dumps(expected), rows, json.dumps(metrics or {}), load_id))
 
     def record_prepare_error(self, load_id: str, error: str) -> None:
         """Why the prepare job failed, for the vote's reason and the rollback's log."""

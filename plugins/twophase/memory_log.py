@@ -70,7 +70,7 @@ class MemoryLog:
             now = self._clock()
             self._loads[spec.load_id] = dict(
                 load_id=spec.load_id, pipeline=spec.pipeline, run_id=spec.run_id, state=State.PREPARING.value,
-                decision=None, reason=None, participants=_json(spec.participants()), input=_json(spec.input),
+                decision=None, reason=None, participants=_json(spec.to_log()), input=_json(spec.input),
                 expected_rows=None, expected=None, metrics={}, prepare_error=None,
                 data_interval_start=start, data_interval_end=_timestamp(interval[1]),
                 began_at=now, prepared_at=None, decided_at=None, finished_at=None, updated_at=now)
@@ -104,10 +104,12 @@ class MemoryLog:
                 changed = True
             return self.get(load_id), changed
 
-    def set_expected(self, load_id: str, expected: dict[str, int], metrics: dict | None = None) -> None:
+    def set_expected(self, load_id: str, expected: dict[str, int], metrics: dict | None = None,
+                     rows: int | None = None) -> None:
+        rows = max(expected.values(), default=0) if rows is None else rows
         with self._lock:
             for row in self._rows(load_id):
-                row.update(expected=_json(expected), expected_rows=max(expected.values(), default=0),
+                row.update(expected=_json(expected), expected_rows=rows,
                            metrics=_json(metrics or {}), prepare_error=None, updated_at=self._clock())
 
     def record_prepare_error(self, load_id: str, error: str) -> None:

@@ -6,7 +6,7 @@ in-memory store for tests. It writes one or more *targets* of its kind (tables, 
 each named uniquely in the load. The coordinator drives every participant through the
 same hooks and never looks inside their data:
 
-    driver      stage(columns)            make staging; returns writers for the executors
+    driver      stage(frames)             make staging; returns writers for the executors
     executors   PartitionWriter           open(partition, attempt) / write(batch)* / close()
     driver      prepare(marks, reports)   make the staged data ready to commit; vote
     vote task   check(vote)               live check right before the decision
@@ -74,13 +74,18 @@ class Staging:
     """What stage() returns: the writers (picklable, one per target) and what prepare()
     needs from the driver side of staging (`marks`, plain data).
 
-    `columns`: extra columns the staging pass computes in Spark (the JVM) before the
-    batches reach the writers, as {name: Spark SQL expression}, so a writer does no
-    per-row work in Python that Spark can do (a Kafka record's key, value, checksum)."""
+    `frames`: per target, which of the job's frames feeds its writer ('' = the main one).
+    `columns`: per target, extra columns the staging pass computes in Spark (the JVM)
+    before the batches reach its writer, as {name: Spark SQL expression}, so a writer does
+    no per-row work in Python that Spark can do (a Kafka record's key, value, checksum)."""
 
     writers: dict[str, PartitionWriter]
     marks: dict = field(default_factory=dict)
-    columns: dict[str, str] = field(default_factory=dict)
+    frames: dict[str, str] = field(default_factory=dict)
+    columns: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def frame_of(self, target: str) -> str:
+        return self.frames.get(target, "")
 
 
 @dataclass(frozen=True)
@@ -107,10 +112,11 @@ class Participant(ABC):
     endpoint: str        # the server it talks to (a DSN may hold a password: never log it)
 
     @abstractmethod
-    def stage(self, columns: list[str]) -> Staging:
-        """Driver, before the staging pass: check the targets can take the load, whose
-        frame has `columns` (raise an error naming the problem, nothing written), discard
-        whatever an earlier attempt of this load staged, and make fresh staging."""
+    def stage(self, frames: Mapping[str, list[str]]) -> Staging:
+        """Driver, before the staging pass: check the targets can take the load (`frames`:
+        the columns of each of the job's frames, by frame name; '' is the main one) and
+        raise an error naming the problem, with nothing written; discard whatever an
+        earlier attempt of this load staged; make fresh staging."""
 
     @abstractmethod
     def prepare(self, marks: dict, reports: Mapping[str, list[dict]], expected: Mapping[str, int]) -> Vote:

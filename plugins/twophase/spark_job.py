@@ -7,13 +7,16 @@ A pipeline's Spark job only computes; this frame stages and votes:
     def build(spark, spec) -> Output:       # spec: the LoadSpec logged by begin
         df = ...                              # read spec.input, validate, aggregate
         return Output(df, metrics={"input_lines": n, "rejected_lines": r})
+        # or, when targets load different frames (a target's `frame`):
+        # return Output({"": per_customer, "summary": one_row_per_day}, metrics)
 
     if __name__ == "__main__":
         run(build)
 
 `run` reads `--load-id` from the command line and the servers from the environment
-(TWOPHASE_PG_DSN, TWOPHASE_KAFKA_BOOTSTRAP), calls `build`, stages its DataFrame to
-both participants (coordinator.prepare) and logs the votes. If anything fails, the
+(Connections.from_env: TWOPHASE_PG_DSN, TWOPHASE_KAFKA_BOOTSTRAP, TWOPHASE_CONNECTIONS),
+calls `build`, stages each frame once to every target it feeds (coordinator.prepare) and
+logs the votes. If anything fails, the
 error's root cause (errors.root_cause: one line, e.g. "FileNotFoundException: File
 file:/... does not exist" rather than py4j's "An error occurred while calling o312...")
 is written to the transaction log, so the vote and the rollback can say why, and the job
@@ -42,7 +45,7 @@ log = logging.getLogger("twophase.prepare")
 class Output:
     """What a job hands to the frame: the rows to load and its own figures."""
 
-    df: object  # pyspark.sql.DataFrame
+    df: object  # a pyspark.sql.DataFrame (the main frame), or {frame name: DataFrame}
     metrics: dict = field(default_factory=dict)
 
 
@@ -71,7 +74,7 @@ def run(build: Callable[[object, LoadSpec], Output], argv: list[str] | None = No
         log.info("job metrics: %s", output.metrics)
         votes = coordinator.prepare(txlog, conns, load.load_id, output.df, output.metrics)
         for vote in votes.values():
-            log.info("staged to %s: %d, vote %s%s", vote.participant, vote.count, "yes" if vote.yes else "no",
+            log.info("%s voted %s: %s%s", vote.participant, "yes" if vote.yes else "no", vote.summary or vote.count,
                      f" ({vote.reason})" if vote.reason else "")
         log.info("prepare finished in %.1f s; the load is PREPARED and waits for the vote",
                  time.monotonic() - started)

@@ -1,7 +1,9 @@
-"""The staging pass: stream a DataFrame once, from the executors, to every writer of a load.
+"""The staging pass: stream each of a job's frames once, from the executors, to the
+writers of every target it feeds.
 
 Each Spark partition streams through once, as Arrow batches (mapInArrow), and every batch
-is handed to every target's PartitionWriter (the participant contract). No data row
+is handed to the PartitionWriter of every target its frame feeds (the participant
+contract). No data row
 reaches the driver; the driver gets, per partition and target, the writer's small report
 from successful task attempts only.
 
@@ -78,18 +80,30 @@ class Staged:
     reports: dict[str, dict[str, list[dict]]]
 
 
+def frames_of(df) -> dict:
+    """The job's output as {frame name: DataFrame}: one DataFrame is the main frame ('')."""
+    return dict(df) if isinstance(df, dict) else {"": df}
+
+
 def stage(df, stagings: dict[str, Staging]) -> Staged:
-    """Stream df once to the writers of `stagings` ({participant name: its Staging})."""
+    """Stream each of the job's frames (`df`: a DataFrame, or {frame name: DataFrame})
+    once to the writers of the targets it feeds (`stagings`: {participant: its Staging})."""
     from pyspark.sql import functions as F
 
-    extra = [F.expr(sql).alias(name) for staging in stagings.values() for name, sql in staging.columns.items()]
-    frame = df.select("*", *extra) if extra else df
-    writers = [(participant, target, writer) for participant, staging in stagings.items()
-               for target, writer in staging.writers.items()]
-    rows = frame.mapInArrow(StagePartition(writers), RESULT_SCHEMA).collect()
-    expected: dict[str, int] = {target: 0 for _, target, _ in writers}
+    frames = frames_of(df)
+    expected: dict[str, int] = {}
     reports: dict[str, dict[str, list[dict]]] = {p: {t: [] for t in s.writers} for p, s in stagings.items()}
-    for r in rows:
-        expected[r.target] += r.rows
-        reports[r.participant][r.target].append({"part": r.part, "attempt": r.attempt, **json.loads(r.report)})
+    for frame_name, frame in frames.items():
+        writers = [(participant, target, writer) for participant, staging in stagings.items()
+                   for target, writer in staging.writers.items() if staging.frame_of(target) == frame_name]
+        if not writers:
+            continue
+        extra = {name: sql for participant, staging in stagings.items() for target in staging.writers
+                 if staging.frame_of(target) == frame_name for name, sql in staging.columns.get(target, {}).items()}
+        selected = frame.select("*", *[F.expr(sql).alias(name) for name, sql in extra.items()]) if extra else frame
+        rows = selected.mapInArrow(StagePartition(writers), RESULT_SCHEMA).collect()
+        expected.update({target: 0 for _, target, _ in writers})
+        for r in rows:
+            expected[r.target] += r.rows
+            reports[r.participant][r.target].append({"part": r.part, "attempt": r.attempt, **json.loads(r.report)})
     return Staged(expected, reports)

@@ -6,18 +6,21 @@ recovery can finish or discard a load without the pipeline's code.
 
 from __future__ import annotations
 
+import json
 import os
 import re
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Callable
 
 from .errors import Terminal
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]+$")
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 TOPIC_MAX_LENGTH = 249  # Kafka refuses longer topic names
 STAGING_SUFFIX = ".twophase-staging"
 WRITE_MODES = ("append", "replace")
+CONNECTIONS_ENV = "TWOPHASE_CONNECTIONS"
 
 
 class SpecError(Terminal, ValueError):
@@ -31,13 +34,20 @@ class PostgresTarget:
     mode "append" adds the load's rows; mode "replace" first deletes the rows matching
     `replace_where` ({column: value}) inside the same prepared transaction, so readers
     see the old rows until the instant the new ones appear.
+    `connection`: which database ('' = the default one; else a named connection, see
+    Connections); tables of one database share one prepared transaction. `frame`: which
+    of the job's DataFrames it loads ('' = the job's main one).
     """
 
     table: str
     mode: str = "append"
     replace_where: dict[str, Any] = field(default_factory=dict)
+    connection: str = ""
+    frame: str = ""
+    kind = "postgres"
 
     def __post_init__(self):
+        _check_names(self)
         parts = self.table.split(".")
         if len(parts) != 2 or not all(_IDENT.match(p) for p in parts):
             raise SpecError(f"postgres table {self.table!r} must be schema.table with plain identifiers")
@@ -54,8 +64,16 @@ class PostgresTarget:
         return self.table.split(".")[0]
 
     @property
-    def name(self) -> str:
+    def relation(self) -> str:
         return self.table.split(".")[1]
+
+    @property
+    def name(self) -> str:
+        """The target's name in the load (votes, summaries, verify)."""
+        return self.table
+
+    def for_replacement(self, replaces: list[str]) -> "PostgresTarget":
+        return self
 
 
 @dataclass(frozen=True)
@@ -73,8 +91,15 @@ class KafkaTarget:
     transaction_timeout_ms: int = 15 * 60 * 1000
     # Headers added to every record of the load (a replacement load says what it replaces).
     headers: dict[str, str] = field(default_factory=dict)
+    connection: str = ""   # which cluster ('' = the default one); topics of one cluster share one copy
+    frame: str = ""        # which of the job's DataFrames it loads ('' = the job's main one)
+    # The columns of the frame each record's JSON value holds (empty: all of them).
+    value_columns: tuple[str, ...] = ()
+    kind = "kafka"
 
     def __post_init__(self):
+        _check_names(self)
+        object.__setattr__(self, "value_columns", tuple(self.value_columns))
         check_topic(self.topic)
         if not self.staging_topic:
             object.__setattr__(self, "staging_topic", f"{self.topic}{STAGING_SUFFIX}")
@@ -98,6 +123,45 @@ class KafkaTarget:
                 raise SpecError(f"kafka {name} must be a whole number of at least 1, got {value!r}")
 
 
+    @property
+    def name(self) -> str:
+        return self.topic
+
+    @property
+    def mode(self) -> str:
+        return "append"  # a topic is a log: a replacement load's records say what they replace
+
+    def for_replacement(self, replaces: list[str]) -> "KafkaTarget":
+        """Records of a load that replaces its interval carry `twophase.mode: replace` and
+        `twophase.replaces: <load ids>`, so consumers can drop what it replaces."""
+        return replace(self, headers={**self.headers, "twophase.mode": "replace",
+                                      "twophase.replaces": ",".join(replaces)})
+
+
+TARGET_KINDS = {"postgres": PostgresTarget, "kafka": KafkaTarget}
+Target = PostgresTarget | KafkaTarget
+
+
+def _check_names(target) -> None:
+    for name in ("connection", "frame"):
+        value = getattr(target, name)
+        if not isinstance(value, str) or (value and not _NAME.match(value)):
+            raise SpecError(f"{target.kind} target {name} {value!r} must be a name of letters, digits, '_', '.', "
+                            "'-' (or empty for the default)")
+
+
+def target_from_json(data: dict) -> Target:
+    data = dict(data)
+    kind = data.pop("kind")
+    if kind not in TARGET_KINDS:
+        raise SpecError(f"unknown kind of target {kind!r}; known: {', '.join(TARGET_KINDS)}")
+    return TARGET_KINDS[kind](**data)
+
+
+def target_to_json(target: Target) -> dict:
+    return {"kind": target.kind, **asdict(target)}
+
+
 def check_topic(name, what: str = "kafka topic") -> None:
     """Raise SpecError unless Kafka accepts `name` as a topic name."""
     if not isinstance(name, str) or not name:
@@ -114,53 +178,125 @@ def check_topic(name, what: str = "kafka topic") -> None:
 
 @dataclass(frozen=True)
 class LoadSpec:
+    """One load: its id, where it comes from, and its targets (any number, any kinds;
+    names unique). Stored with the load in the transaction log, so recovery can finish or
+    discard it without the pipeline's code."""
+
     load_id: str
     pipeline: str
     run_id: str
-    postgres: PostgresTarget
-    kafka: KafkaTarget
+    targets: tuple = ()
     data_interval: tuple[str, str] | None = None  # ISO timestamps
     input: dict[str, Any] = field(default_factory=dict)
+    replaces: tuple[str, ...] = ()  # the committed loads of the interval this one replaces
+
+    def __post_init__(self):
+        object.__setattr__(self, "targets", tuple(self.targets))
+        object.__setattr__(self, "replaces", tuple(self.replaces))
+        if not self.targets:
+            raise SpecError(f"load {self.load_id} has no targets: name at least one table or topic")
+        names = [t.name for t in self.targets]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise SpecError(f"load {self.load_id} names the target(s) {twice} twice: each table and topic once")
 
     @property
-    def replaces(self) -> list[str]:
-        """The committed loads this one replaces (begin of an interval in mode replace)."""
-        return [x for x in self.kafka.headers.get("twophase.replaces", "").split(",") if x]
+    def mode(self) -> str:
+        """replace when any target replaces the interval's rows, else append."""
+        return "replace" if any(t.mode == "replace" for t in self.targets) else "append"
 
-    def replaces_same_rows_as(self, other: "LoadSpec") -> bool:
-        """Both replace the same rows of the same table (mode replace, same key values)."""
-        mine, theirs = self.postgres, other.postgres
-        return (mine.mode == theirs.mode == "replace" and mine.table == theirs.table
-                and mine.replace_where == theirs.replace_where)
+    def replacing(self, replaces: list[str]) -> "LoadSpec":
+        """This load as the replacement of `replaces` (each target marks it its own way)."""
+        return replace(self, targets=tuple(t.for_replacement(replaces) for t in self.targets),
+                       replaces=tuple(replaces))
 
-    def participants(self) -> dict[str, dict]:
-        return {"postgres": asdict(self.postgres), "kafka": asdict(self.kafka)}
+    def replace_keys(self) -> list[tuple[str, str]]:
+        """(target, the rows it replaces) of each target in mode replace: two loads with a
+        key in common replace the same rows of that target."""
+        return [(t.name, json.dumps(getattr(t, "replace_where", {}), sort_keys=True, default=str))
+                for t in self.targets if t.mode == "replace"]
+
+    def to_log(self) -> dict:
+        """The form stored in the log's `participants` column."""
+        return {"targets": [target_to_json(t) for t in self.targets], "replaces": list(self.replaces)}
 
     @classmethod
     def from_log(cls, row: dict) -> "LoadSpec":
-        p = row["participants"]
+        stored = row["participants"]
+        if "targets" in stored:
+            targets = tuple(target_from_json(t) for t in stored["targets"])
+            replaces = tuple(stored.get("replaces", ()))
+        else:  # logged before issue 12: {"postgres": {...}, "kafka": {...}}, one of each
+            targets = (PostgresTarget(**stored["postgres"]), KafkaTarget(**stored["kafka"]))
+            replaces = tuple(x for x in stored["kafka"].get("headers", {}).get("twophase.replaces", "").split(",") if x)
         interval = row.get("data_interval_start"), row.get("data_interval_end")
         return cls(
-            load_id=row["load_id"], pipeline=row["pipeline"], run_id=row["run_id"],
-            postgres=PostgresTarget(**p["postgres"]), kafka=KafkaTarget(**p["kafka"]),
+            load_id=row["load_id"], pipeline=row["pipeline"], run_id=row["run_id"], targets=targets,
             data_interval=None if interval == (None, None) else tuple(str(x) for x in interval),
-            input=row.get("input") or {},
+            input=row.get("input") or {}, replaces=replaces,
         )
 
 
 @dataclass(frozen=True)
 class Connections:
-    """Where the servers are. Comes from the environment or from Airflow connections."""
+    """Where the servers are. Comes from the environment or from Airflow connections.
+
+    `pg_dsn`: the transaction log's database, which is also where a table target with no
+    `connection` goes; `kafka_bootstrap`: the cluster of a topic target with no
+    `connection`. `named`: other servers by connection name, {name: (kind, DSN or
+    bootstrap servers)}, for targets that name them (tables of a second database, topics
+    of a second cluster). The environment form is TWOPHASE_CONNECTIONS, a JSON object
+    {name: [kind, address]}. DSNs hold passwords: never log them (repr hides them).
+    """
 
     pg_dsn: str
     kafka_bootstrap: str
+    named: dict = field(default_factory=dict)
+    # Finds a connection `named` does not hold, by name: (kind, address). Recovery uses
+    # Airflow's, as it finishes loads whose targets name any connection.
+    lookup: Callable[[str], tuple[str, str]] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_env(cls) -> "Connections":
-        missing = [v for v in ("TWOPHASE_PG_DSN", "TWOPHASE_KAFKA_BOOTSTRAP") if not os.environ.get(v)]
-        if missing:
-            raise SpecError(f"{' and '.join(missing)} not set: eval \"$(scripts/stack env)\" or set them")
-        return cls(os.environ["TWOPHASE_PG_DSN"], os.environ["TWOPHASE_KAFKA_BOOTSTRAP"])
+        if not os.environ.get("TWOPHASE_PG_DSN"):
+            raise SpecError("TWOPHASE_PG_DSN not set (and TWOPHASE_KAFKA_BOOTSTRAP, for topics): "
+                            "eval \"$(scripts/stack env)\" or set them")
+        named = os.environ.get(CONNECTIONS_ENV) or "{}"
+        try:
+            parsed = {name: tuple(value) for name, value in json.loads(named).items()}
+        except (ValueError, TypeError, AttributeError):
+            raise SpecError(f"{CONNECTIONS_ENV} must be a JSON object {{name: [kind, address]}}") from None
+        return cls(os.environ["TWOPHASE_PG_DSN"], os.environ.get("TWOPHASE_KAFKA_BOOTSTRAP", ""), parsed)
+
+    def to_env(self) -> dict[str, str]:
+        """The environment from_env reads (for a spark-submit; never for a command line)."""
+        env = {"TWOPHASE_PG_DSN": self.pg_dsn, "TWOPHASE_KAFKA_BOOTSTRAP": self.kafka_bootstrap}
+        if self.named:
+            env[CONNECTIONS_ENV] = json.dumps({name: list(value) for name, value in self.named.items()})
+        return env
+
+    def address(self, kind: str, connection: str) -> str:
+        """The DSN or bootstrap servers of a target's `connection` ('' = the default)."""
+        if not connection:
+            defaults = {"postgres": self.pg_dsn, "kafka": self.kafka_bootstrap}
+            if not defaults.get(kind):
+                raise SpecError(f"a {kind} target must name its connection: there is no default {kind} server")
+            return defaults[kind]
+        if connection not in self.named and self.lookup is not None:
+            self.named[connection] = tuple(self.lookup(connection))
+        if connection not in self.named:
+            raise SpecError(f"connection {connection!r} of a {kind} target is not configured; known: "
+                            f"{', '.join(sorted(self.named)) or 'none'} (Airflow connection ids, or "
+                            f"{CONNECTIONS_ENV} outside Airflow)")
+        named_kind, address = self.named[connection]
+        if named_kind != kind:
+            raise SpecError(f"connection {connection!r} is a {named_kind} connection, not a {kind} one")
+        return address
+
+    def addresses(self, kind: str) -> list[str]:
+        """Every server of this kind the connections know (recovery sweeps them all)."""
+        defaults = [a for a in {"postgres": [self.pg_dsn], "kafka": [self.kafka_bootstrap]}.get(kind, []) if a]
+        return [*defaults, *(address for k, address in self.named.values() if k == kind and address not in defaults)]
 
     def participants(self, spec: LoadSpec) -> list:
         """The load's participants on these servers (twophase.participant.Participant)."""
@@ -174,5 +310,5 @@ class Connections:
 
         return sweep_all(self, state_of)
 
-    def __repr__(self) -> str:  # never print the DSN: it holds a password
-        return f"Connections(pg=<dsn>, kafka={self.kafka_bootstrap})"
+    def __repr__(self) -> str:  # never print a DSN: it holds a password
+        return f"Connections(pg=<dsn>, kafka={self.kafka_bootstrap}, named={sorted(self.named)})"

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 
 from .log import Load, TransactionLog
 from .participant import Participant
+from .participants import commit_order
 from .spec import Connections
 from .states import State
 from .votes import Vote
@@ -53,8 +54,9 @@ def verify(log: TransactionLog, conns: Connections, loads: list[Load]) -> list[F
         for lid, counts in sample[key].visible(load_ids).items():
             seen[lid].update(counts)
     votes = log.votes_of([load.load_id for load in loads])
-    return [_judge(load, parts[load.load_id], votes.get(load.load_id, {}), seen[load.load_id], loads)
-            for load in loads]
+    replaced = _replaced_later(loads)
+    return [_judge(load, parts[load.load_id], votes.get(load.load_id, {}), seen[load.load_id],
+                   load.load_id in replaced) for load in loads]
 
 
 def _voted(p: Participant, vote: Vote | None) -> dict[str, int]:
@@ -66,12 +68,11 @@ def _voted(p: Participant, vote: Vote | None) -> dict[str, int]:
 
 
 def _judge(load: Load, parts: list[Participant], votes: dict[str, Vote], seen: dict[str, int],
-           loads: list[Load]) -> Finding:
+           replaced: bool) -> Finding:
     def finding(expected, ok, problem=""):
         return Finding(load.load_id, load.state.value, seen, expected, ok, problem)
 
     if load.state == State.COMMITTED:
-        replaced = _replaced_later(load, loads)
         want = {t: 0 if replaced and not p.append_only else n
                 for p in parts for t, n in _voted(p, votes.get(p.name)).items()}
         ok = seen == want
@@ -82,7 +83,7 @@ def _judge(load: Load, parts: list[Participant], votes: dict[str, Vote], seen: d
     if load.state == State.COMMITTING:
         # Participants commit in order: a prefix of them may be visible, each wholly.
         ok, gap = True, False
-        for p in parts:
+        for p in commit_order(parts):
             voted = _voted(p, votes.get(p.name))
             shown = {t: seen.get(t, 0) for t in p.targets}
             whole = shown == voted
@@ -95,14 +96,18 @@ def _judge(load: Load, parts: list[Participant], votes: dict[str, Vote], seen: d
     return finding("nothing visible", ok, "" if ok else f"{load.state} load has visible data")
 
 
-def _replaced_later(load: Load, loads: list[Load]) -> bool:
-    """A later committed load swapped this load's data out: it names this load as one it
-    replaces (begin of a data interval in mode replace), or it replaces the same rows."""
-    mine = load.spec()
-    for other in loads:
-        if other.state != State.COMMITTED or other.began_at <= load.began_at:
-            continue
-        theirs = other.spec()
-        if load.load_id in theirs.replaces or theirs.replaces_same_rows_as(mine):
-            return True
-    return False
+def _replaced_later(loads: list[Load]) -> set[str]:
+    """The loads a later committed load swapped out: it names them as loads it replaces
+    (begin of a data interval in mode replace), or it replaces the same rows of a target
+    (same key values) and began later. Linear in the loads: each spec is read once."""
+    specs = {load.load_id: load.spec() for load in loads}
+    committed = [load for load in loads if load.state == State.COMMITTED]
+    replaced = {lid for load in committed for lid in specs[load.load_id].replaces}
+    latest: dict = {}
+    for load in committed:
+        for key in specs[load.load_id].replace_keys():
+            latest[key] = max(latest.get(key, load.began_at), load.began_at)
+    for load in loads:
+        if any(latest.get(key, load.began_at) > load.began_at for key in specs[load.load_id].replace_keys()):
+            replaced.add(load.load_id)
+    return replaced

@@ -30,3 +30,10 @@ def topic_asset(topic: str, kafka_conn_id: str = "twophase_kafka") -> Asset:
     except SpecError as exc:
         raise SpecError(f"topic_asset: {exc}") from None
     return Asset(name=f"kafka:{topic}", uri=f"x-twophase-kafka://{kafka_conn_id}/{topic}")
+
+
+def asset_of(target) -> Asset:
+    """The Asset a commit emits for a Table or Topic (twophase_airflow.targets)."""
+    if target.kind == "postgres":
+        return table_asset(target.name, target.conn_id)
+    return topic_asset(target.name, target.conn_id)

@@ -3,64 +3,87 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from typing import Callable
 
 from twophase import ids
-from twophase.spec import KafkaTarget, PostgresTarget, SpecError
+from twophase.spec import SpecError
+
+from .targets import DEFAULT_KAFKA, DEFAULT_POSTGRES, Table, Topic
+
+
+@dataclass(frozen=True)
+class Interval:
+    """The data interval a run loads: [start, end), both UTC datetimes."""
+
+    start: datetime
+    end: datetime
+
+    @property
+    def day(self) -> date:
+        """The day the interval starts in (a daily pipeline's day)."""
+        return self.start.date()
 
 
 @dataclass(frozen=True)
 class LoadConfig:
-    """A daily load of one Spark job's output into one table and one topic.
+    """A load of one Spark job's output into any number of tables and topics, atomically.
 
+    - targets: Table(...) and Topic(...) (twophase_airflow.targets), each name once;
+    - describe_input(interval, params, load_id) -> dict: what the job reads, logged with
+      the load (the job gets it as spec.input); `interval` is the run's data interval
+      (Interval: start, end, day);
     - pipeline: the name in the transaction log and in load ids (default: the DAG id);
-    - table: `schema.table`, with a `load_id text` column; `table_ddl` (optional) is run
-      before each load and must be idempotent (`create table if not exists ...`);
-    - day_column: the table's date column, whose rows of the day mode "replace" swaps;
-    - topic, key_column: the Kafka topic and the column that keys its records;
-    - describe_input(day, params, load_id) -> dict: what the job reads, logged with the
-      load (the job gets it as spec.input).
+    - log_conn_id: the Postgres connection of the transaction log (schema `twophase`);
+      tables on it commit in the log's database, tables on other connections in theirs;
+    - spark_conn_id: the Spark connection prepare submits to.
 
     Every name is checked here, with the core's own rules (twophase.spec, twophase.ids),
     so a wrong one fails the DAG file's import (Airflow's DAG import errors) instead of
     every run's begin task.
     """
 
-    table: str
-    topic: str
-    key_column: str
-    describe_input: Callable[[date, dict, str], dict]
-    day_column: str = "day"
-    table_ddl: str | None = None
+    targets: tuple
+    describe_input: Callable[[Interval, dict, str], dict]
     pipeline: str | None = None
-    kafka_partitions: int = 3
-    pg_conn_id: str = "twophase_postgres"
-    kafka_conn_id: str = "twophase_kafka"
+    log_conn_id: str = DEFAULT_POSTGRES
     spark_conn_id: str = "spark_default"
 
     def __post_init__(self):
-        for field in ("table", "topic", "key_column", "day_column"):
-            if not isinstance(getattr(self, field), str):
-                raise SpecError(f"LoadConfig {field} must be a string, got {getattr(self, field)!r}")
-        _check("table", lambda: PostgresTarget(self.table))
-        # The day column is what mode "replace" deletes by: the core checks it as such.
-        _check("day_column", lambda: PostgresTarget(self.table, "replace", {self.day_column: "day"}),
-               f"{self.day_column!r} must be a plain identifier (letters, digits, '_', not starting with a "
-               "digit): the name of the table's date column")
-        # topic, key_column and kafka_partitions: the core's messages name which one is wrong.
-        _check("", lambda: KafkaTarget(self.topic, self.key_column, partitions=self.kafka_partitions))
+        object.__setattr__(self, "targets", tuple(self.targets) if isinstance(self.targets, (list, tuple)) else ())
+        if not self.targets:
+            raise SpecError("LoadConfig targets must list at least one Table(...) or Topic(...)")
+        wrong = [t for t in self.targets if not isinstance(t, (Table, Topic))]
+        if wrong:
+            raise SpecError(f"LoadConfig targets must be Table(...) or Topic(...), got {wrong[0]!r}")
+        names = [t.name for t in self.targets]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise SpecError(f"LoadConfig targets name {twice} more than once: each table and topic once")
         if self.pipeline is not None:
             check_pipeline(self.pipeline, "LoadConfig pipeline")
         if not callable(self.describe_input):
-            raise SpecError("LoadConfig describe_input must be a function (day, params, load_id) -> dict, "
+            raise SpecError("LoadConfig describe_input must be a function (interval, params, load_id) -> dict, "
                             f"got {type(self.describe_input).__name__}")
-        if self.table_ddl is not None and not (isinstance(self.table_ddl, str) and self.table_ddl.strip()):
-            raise SpecError("LoadConfig table_ddl must be SQL text (create table if not exists ...) or None")
-        for field in ("pg_conn_id", "kafka_conn_id", "spark_conn_id"):
+        for field in ("log_conn_id", "spark_conn_id"):
             value = getattr(self, field)
             if not isinstance(value, str) or not value.strip():
                 raise SpecError(f"LoadConfig {field} must name an Airflow connection, got {value!r}")
+
+    def core_connection(self, target) -> str:
+        """The core target's `connection`: '' for the default servers (the log's database,
+        the default Kafka connection), else the Airflow connection id."""
+        default = self.log_conn_id if target.kind == "postgres" else DEFAULT_KAFKA
+        return "" if target.conn_id == default else target.conn_id
+
+    def conn_ids(self) -> dict[str, str]:
+        """{Airflow connection id: kind} of every target's server that is not a default."""
+        return {t.conn_id: t.kind for t in self.targets if self.core_connection(t)}
+
+    @property
+    def ddl(self) -> list[tuple[str, str]]:
+        """(connection id, SQL) of every table that has a ddl, in target order."""
+        return [(t.conn_id, t.ddl) for t in self.targets if isinstance(t, Table) and t.ddl]
 
 
 def check_pipeline(pipeline, what: str = "pipeline name") -> None:
@@ -69,12 +92,3 @@ def check_pipeline(pipeline, what: str = "pipeline name") -> None:
         ids.load_id_for(pipeline, "check")
     except (ValueError, TypeError) as exc:
         raise SpecError(f"{what}: {exc}; set LoadConfig(pipeline=...) to such a name") from None
-
-
-def _check(field: str, build: Callable[[], object], message: str | None = None) -> None:
-    """Build the core's target from the config; when the core refuses, say so naming the field."""
-    try:
-        build()
-    except (SpecError, TypeError, AttributeError) as exc:
-        where = f"LoadConfig {field}".rstrip()
-        raise SpecError(f"{where} {message}" if message else f"{where}: {exc}") from None

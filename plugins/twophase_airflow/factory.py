@@ -9,7 +9,8 @@
 - vote (branch, trigger rule NONE_SKIPPED): runs when prepare succeeded, failed or could
   not run because begin failed; skipped only when begin short-circuited. Decides and
   picks commit or rollback (or skips both when no load was begun).
-- commit: emits the table and topic Assets, with the load id in the event's extra.
+- commit: emits one Asset per target (table or topic), with the load id and the
+  per-target counts in the event's extra.
 - rollback: discards what was staged; its log says what and why.
 - finish (trigger rule ALL_DONE, the only leaf): always runs and says how the run ended.
   It succeeds only when the load COMMITTED or begin found nothing to do, and fails the
@@ -32,7 +33,7 @@ from airflow.sdk import Param, TriggerRule, get_current_context, task
 from twophase.spec import WRITE_MODES, SpecError
 
 from . import tasks
-from .assets import table_asset, topic_asset
+from .assets import asset_of
 from .config import LoadConfig, check_pipeline
 from .prepare_operator import TwoPhasePrepareOperator
 
@@ -84,7 +85,7 @@ def two_phase_load(config: LoadConfig, application: str, *, application_args: li
     context_dag_id = _current_dag_id()
     pipeline = config.pipeline or context_dag_id
     check_pipeline(pipeline, f"pipeline name (the DAG id {context_dag_id!r} unless LoadConfig.pipeline is set)")
-    outlets = [table_asset(config.table, config.pg_conn_id), topic_asset(config.topic, config.kafka_conn_id)]
+    outlets = [asset_of(t) for t in config.targets]
 
     # ignore_downstream_trigger_rules=False: "nothing to do" skips prepare only; the later
     # tasks follow their trigger rules, so finish still runs and says so.

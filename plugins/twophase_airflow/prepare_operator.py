@@ -2,8 +2,8 @@
 
 A SparkSubmitOperator that adds what the frame (twophase.spark_job.run) needs:
 `--load-id` (derived from the DAG run, like every other task of the load), the servers
-from the Airflow connections as environment variables of spark-submit (never on its
-command line, never rendered in the UI), and the twophase package as a --py-files zip
+of every target from the Airflow connections as environment variables of spark-submit
+(Connections.to_env; never on its command line, never rendered in the UI), and the twophase package as a --py-files zip
 so executors on a cluster can import it.
 """
 
@@ -40,10 +40,9 @@ class TwoPhasePrepareOperator(SparkSubmitOperator):
 
     def execute(self, context):
         load_id = ids.load_id_for(self.pipeline, context["run_id"])
-        conns = from_airflow(self.load.pg_conn_id, self.load.kafka_conn_id)
+        conns = from_airflow(self.load.log_conn_id, self.load.conn_ids())
         self.application_args = [*(self.application_args or []), "--load-id", load_id]
-        self.env_vars = {**(self.env_vars or {}), "TWOPHASE_PG_DSN": conns.pg_dsn,
-                         "TWOPHASE_KAFKA_BOOTSTRAP": conns.kafka_bootstrap}
+        self.env_vars = {**(self.env_vars or {}), **conns.to_env()}
         self.log.info("preparing load %s: spark-submit %s", load_id, self.application)
         with tempfile.TemporaryDirectory(prefix="twophase-") as folder:
             zipped = str(package_zip(Path(folder)))

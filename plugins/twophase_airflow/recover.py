@@ -9,13 +9,17 @@ from twophase import recovery
 from twophase.log import TransactionLog
 
 from .connections import from_airflow
+from .targets import DEFAULT_POSTGRES
 
 log = logging.getLogger("twophase")
 
 
-def recover_all(deadline: timedelta, pg_conn_id: str = "twophase_postgres",
-                kafka_conn_id: str = "twophase_kafka") -> list[recovery.Action]:
-    conns = from_airflow(pg_conn_id, kafka_conn_id)
+def recover_all(deadline: timedelta, log_conn_id: str = DEFAULT_POSTGRES,
+                sweep_conn_ids: dict[str, str] | None = None) -> list[recovery.Action]:
+    """Recover every load of the log on `log_conn_id`; the servers their targets name are
+    found by connection id. Orphans are swept on the log's database, the default Kafka
+    cluster and `sweep_conn_ids` ({connection id: kind}: the other databases targets use)."""
+    conns = from_airflow(log_conn_id, sweep_conn_ids, lookup=True)
     actions = recovery.recover(TransactionLog(conns.pg_dsn), conns, deadline)
     if not actions:
         log.info("nothing in doubt: every load is resolved and no orphan is left")

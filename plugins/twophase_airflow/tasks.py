@@ -18,11 +18,11 @@ from twophase import coordinator, ids
 from twophase.errors import PostgresUnreachable, one_line, postgres_unreachable
 from twophase.log import TransactionLog, UnknownLoad
 from twophase.outcome import Outcome
-from twophase.spec import Connections, KafkaTarget, LoadSpec, PostgresTarget, SpecError
+from twophase.spec import Connections, LoadSpec, SpecError
 from twophase.states import TERMINAL, State
 from twophase.voting import MaxRejectedShare, MaxSkippedFiles, MinRows
 
-from .config import LoadConfig
+from .config import Interval, LoadConfig
 from .connections import from_airflow
 from .errors import airflow_outcome
 
@@ -41,23 +41,29 @@ def load_id(pipeline: str, context) -> str:
 
 def _the_load(cfg: LoadConfig, pipeline: str, context) -> tuple[str, Connections, TransactionLog]:
     """The run's load id, the servers from the Airflow connections, and the log."""
-    conns = from_airflow(cfg.pg_conn_id, cfg.kafka_conn_id)
+    conns = from_airflow(cfg.log_conn_id, cfg.conn_ids())
     return load_id(pipeline, context), conns, TransactionLog(conns.pg_dsn)
 
 
-def load_day(params: dict, context) -> date:
-    """The day a run loads: the `date` param; else the day its data interval starts in
-    (with a data-interval timetable, the midnight run covers the day that just ended);
-    else yesterday (UTC)."""
+def load_interval(params: dict, context) -> Interval:
+    """The data interval a run loads: the whole day of the `date` param; else the run's
+    data interval from the DAG's timetable (the midnight run of a daily DAG covers the day
+    that just ended, an hourly DAG's run its hour); else (a manual run, whose interval is
+    empty) yesterday (UTC)."""
     if params.get("date"):
         try:
-            return date.fromisoformat(params["date"])
+            return _day(date.fromisoformat(params["date"]))
         except ValueError:
             raise AirflowFailException(f"param date {params['date']!r} is not a date like 2026-11-20") from None
-    start = context.get("data_interval_start")
-    if start is not None:
-        return start.astimezone(timezone.utc).date()
-    return datetime.now(timezone.utc).date() - timedelta(days=1)
+    start, end = context.get("data_interval_start"), context.get("data_interval_end")
+    if start is not None and end is not None and end > start:
+        return Interval(start.astimezone(timezone.utc), end.astimezone(timezone.utc))
+    return _day(datetime.now(timezone.utc).date() - timedelta(days=1))
+
+
+def _day(day: date) -> Interval:
+    start = datetime.combine(day, time(0), tzinfo=timezone.utc)
+    return Interval(start, start + timedelta(days=1))
 
 
 def begin(cfg: LoadConfig, pipeline: str, context) -> bool:
@@ -77,39 +83,47 @@ def begin(cfg: LoadConfig, pipeline: str, context) -> bool:
 def _begin(cfg: LoadConfig, pipeline: str, context) -> bool:
     refuse_unknown_params(context)
     params = context["params"]
-    day = load_day(params, context)
+    interval = load_interval(params, context)
     lid = load_id(pipeline, context)
-    conns = from_airflow(cfg.pg_conn_id, cfg.kafka_conn_id)
+    conns = from_airflow(cfg.log_conn_id, cfg.conn_ids())
+    mode = params.get("mode", "append")
     try:
-        mode = params.get("mode", "append")
         spec = LoadSpec(
             load_id=lid, pipeline=pipeline, run_id=context["run_id"],
-            postgres=PostgresTarget(cfg.table, mode, {cfg.day_column: day.isoformat()} if mode == "replace" else {}),
-            kafka=KafkaTarget(cfg.topic, cfg.key_column, partitions=cfg.kafka_partitions),
-            data_interval=(_midnight(day).isoformat(), _midnight(day + timedelta(days=1)).isoformat()),
-            input=cfg.describe_input(day, params, lid),
+            targets=tuple(t.core(mode, (interval.start, interval.end), cfg.core_connection(t)) for t in cfg.targets),
+            data_interval=(interval.start.isoformat(), interval.end.isoformat()),
+            input=cfg.describe_input(interval, params, lid),
         )
     except SpecError as exc:
         raise AirflowFailException(f"the load is described wrongly: {exc}") from None
     try:
         with _postgres(cfg, conns):
-            if cfg.table_ddl:
-                with closing(psycopg2.connect(conns.pg_dsn)) as conn, conn, conn.cursor() as cur:
-                    cur.execute(cfg.table_ddl)
+            for conn_id, ddl in cfg.ddl:
+                dsn = conns.pg_dsn if conn_id == cfg.log_conn_id else conns.named[conn_id][1]
+                with closing(psycopg2.connect(dsn)) as conn, conn, conn.cursor() as cur:
+                    cur.execute(ddl)
             load = coordinator.begin(TransactionLog(conns.pg_dsn), spec)
     except coordinator.AlreadyCommitted as exc:
         context["ti"].xcom_push(key=NOTHING_TO_DO, value=str(exc))
         log.info("nothing to do: %s", exc)
         return False
     except coordinator.IntervalBusy as exc:
-        raise AirflowFailException(f"cannot begin load {lid} for {day}: {exc}") from None
-    log.info("began load %s for %s, mode %s (state %s)", lid, day, mode, load.state)
-    log.info("targets: table %s, topic %s (staging %s)", cfg.table, cfg.topic, spec.kafka.staging_topic)
+        raise AirflowFailException(f"cannot begin load {lid} for {_shown(interval)}: {exc}") from None
+    log.info("began load %s for %s, mode %s (state %s)", lid, _shown(interval), mode, load.state)
+    for target in spec.targets:
+        log.info("target %s (%s, mode %s)", target.name, target.kind, target.mode)
     if mode == "replace":
-        replaces = load.spec().kafka.headers.get("twophase.replaces") or "no committed load"
-        log.info("replace mode: the day's rows in %s are swapped atomically at commit; replaces %s", cfg.table, replaces)
+        replaces = ", ".join(load.spec().replaces) or "no committed load"
+        log.info("replace mode: the interval's rows are swapped atomically at commit; replaces %s", replaces)
     log.info("input: %s", load.input)
     return True
+
+
+def _shown(interval: Interval) -> str:
+    """A day as 2026-11-20; another interval as its two ends."""
+    if interval.end - interval.start == timedelta(days=1) and interval.start.time() == time(0):
+        return interval.day.isoformat()
+    return f"{interval.start.isoformat()} .. {interval.end.isoformat()}"
 
 
 def refuse_unknown_params(context) -> None:
@@ -256,7 +270,7 @@ def _postgres(cfg: LoadConfig, conns: Connections):
         if password:
             detail = detail.replace(password, "***")
         raise PostgresUnreachable(
-            f"cannot reach Postgres (Airflow connection {cfg.pg_conn_id!r}): {detail}; check that the server runs "
+            f"cannot reach Postgres (Airflow connection {cfg.log_conn_id!r}): {detail}; check that the server runs "
             "and that the connection's host, port, database, login and password are right") from None
 
 
@@ -280,5 +294,3 @@ def _log_outcomes(step: str, outcomes: list[Outcome]) -> None:
         log.info("%s %s", step, outcome.describe())
 
 
-def _midnight(day: date) -> datetime:
-    return datetime.combine(day, time(0), tzinfo=timezone.utc)

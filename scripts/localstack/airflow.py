@@ -13,7 +13,8 @@ import psycopg2
 
 from . import postgres, secrets
 from .proc import StackError
-from .settings import AIRFLOW_DB, CONN_KAFKA, CONN_POSTGRES, CONN_SPARK, PIPELINE_DB, PIPELINE_ROLE, ROOT, Ports, stack_dir, venv_bin
+from .settings import (AIRFLOW_DB, CONN_KAFKA, CONN_POSTGRES, CONN_REPORTING, CONN_SPARK, PIPELINE_DB, PIPELINE_ROLE,
+                       REPORTING_DB, ROOT, Ports, stack_dir, venv_bin)
 
 
 def home():
@@ -43,6 +44,11 @@ def environment() -> dict[str, str]:
             "conn_type": "postgres", "host": "127.0.0.1", "port": ports.postgres,
             "login": PIPELINE_ROLE, "password": password, "schema": PIPELINE_DB,
         }),
+        f"AIRFLOW_CONN_{CONN_REPORTING.upper()}": json.dumps({
+            "conn_type": "postgres", "host": "127.0.0.1", "port": ports.postgres,
+            "login": PIPELINE_ROLE, "password": password, "schema": REPORTING_DB,
+        }),
+        "TWOPHASE_REPORTING_DSN": postgres.dsn(ports.postgres, REPORTING_DB),
         f"AIRFLOW_CONN_{CONN_KAFKA.upper()}": json.dumps({
             "conn_type": "kafka", "extra": {"bootstrap.servers": kafka_bootstrap},
         }),

@@ -42,6 +42,10 @@ CONN_KAFKA = "twophase_kafka"
 CONN_SPARK = "spark_default"
 
 PIPELINE_DB = "twophase"
+# A second database of the pipeline role: targets in two databases of one load (its
+# Airflow connection is twophase_reporting).
+REPORTING_DB = "twophase_reporting"
+CONN_REPORTING = "twophase_reporting"
 PIPELINE_ROLE = "twophase"
 AIRFLOW_DB = "airflow"
 

@@ -30,7 +30,7 @@ import psycopg2
 from confluent_kafka import Consumer, TopicPartition
 
 from polling import Poller, wait_for
-from support import header, make_df, make_spec
+from support import header, make_df, make_spec, topic_of, with_target
 from twophase import coordinator
 from twophase.states import State
 from twophase.verify import verify
@@ -79,12 +79,12 @@ class TopicReader:
 
 def test_readers_see_none_or_all_of_a_committing_load(spark, txlog, conns, target):
     spec = make_spec(target)
-    spec = dataclasses.replace(spec, kafka=dataclasses.replace(spec.kafka, partitions=1))
+    spec = with_target(spec, dataclasses.replace(topic_of(spec), partitions=1))
     coordinator.begin(txlog, spec)
     coordinator.prepare(txlog, conns, spec.load_id, make_df(spark, ROWS))
     assert coordinator.vote(txlog, conns, spec.load_id).state == State.COMMITTING
 
-    topic = TopicReader(conns.kafka_bootstrap, spec.kafka.topic, spec.load_id)
+    topic = TopicReader(conns.kafka_bootstrap, topic_of(spec).topic, spec.load_id)
     sql_conn = psycopg2.connect(conns.pg_dsn)
     sql_conn.autocommit = True
     sql_cur = sql_conn.cursor()

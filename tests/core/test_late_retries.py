@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from support import header, make_df, make_spec, participants, read_topic
+from support import header, make_df, make_spec, participants, read_topic, topic_of
 from twophase import coordinator
 from twophase.log import StateConflict
 from twophase.outcome import Kind
@@ -51,7 +51,7 @@ def test_abort_retried_after_rollback_and_late_commit_refused(spark, txlog, conn
     assert count_table_rows(conns.pg_dsn, target["table"], spec.load_id) == 0
     assert read_topic(conns.kafka_bootstrap, target["topic"], "read_uncommitted") == [], \
         "the target topic was never written to, not even in an aborted transaction"
-    staged = read_topic(conns.kafka_bootstrap, spec.kafka.staging_topic)
+    staged = read_topic(conns.kafka_bootstrap, topic_of(spec).staging_topic)
     assert [header(m, "load_id") for m in staged] == [spec.load_id] * ROWS, "staged records stay, unpromoted"
     [finding] = verify(txlog, conns, [txlog.get(spec.load_id)])
     assert finding.ok, finding

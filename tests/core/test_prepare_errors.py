@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from support import make_df, make_spec, read_topic
+from support import make_df, make_spec, read_topic, table_of, topic_of
 from twophase import coordinator
 from twophase.states import State
 from support import count_table_rows
@@ -58,8 +58,8 @@ def _fails_with(spark, txlog, conns, target, df, cause: str) -> None:
     coordinator.rollback(txlog, conns, spec.load_id)
     load = txlog.get(spec.load_id)
     assert load.state == State.ABORTED
-    assert count_table_rows(conns.pg_dsn, spec.postgres.table, spec.load_id) == 0
-    assert read_topic(conns.kafka_bootstrap, spec.kafka.topic, "read_uncommitted") == [], \
+    assert count_table_rows(conns.pg_dsn, table_of(spec).table, spec.load_id) == 0
+    assert read_topic(conns.kafka_bootstrap, topic_of(spec).topic, "read_uncommitted") == [], \
         "the target topic is never written before a commit"
     [finding] = verify(txlog, conns, [load])
     assert finding.ok, finding
@@ -119,7 +119,7 @@ def test_record_above_librdkafkas_default_limit_but_within_the_topics_commits(sp
     assert votes["kafka"].committable["max_message_bytes"] == 1_048_588
     assert coordinator.vote(txlog, conns, spec.load_id).state == State.COMMITTING
     coordinator.commit(txlog, conns, spec.load_id)
-    records = read_topic(conns.kafka_bootstrap, spec.kafka.topic)
+    records = read_topic(conns.kafka_bootstrap, topic_of(spec).topic)
     big = [m for m in records if m.key() == b"c000003"]
     assert len(records) == 10 and len(big) == 1 and len(big[0].value()) > 1_040_000
-    assert count_table_rows(conns.pg_dsn, spec.postgres.table, spec.load_id) == 10
+    assert count_table_rows(conns.pg_dsn, table_of(spec).table, spec.load_id) == 10

@@ -27,7 +27,7 @@ import psycopg2
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from support import make_df, make_spec, read_topic
+from support import make_df, make_spec, read_topic, table_of, topic_of, with_target
 from twophase import coordinator
 from twophase.participants.postgres import PostgresConfigError, is_prepared
 from twophase.spec import Connections
@@ -108,7 +108,7 @@ def test_postgres_without_prepared_transactions_is_refused_before_anything_is_wr
         "no staging (or marker) schema may be created"
     assert _query(no_prepare_dsn, f"select count(*) from {table}") == [(0,)]
     assert _query(no_prepare_dsn, "select count(*) from pg_prepared_xacts") == [(0,)]
-    assert not {spec.kafka.topic, spec.kafka.staging_topic} & _topics(conns.kafka_bootstrap), \
+    assert not {topic_of(spec).topic, topic_of(spec).staging_topic} & _topics(conns.kafka_bootstrap), \
         "Postgres is checked first: no Kafka topic may be created"
 
     decided = coordinator.vote(txlog, refused, spec.load_id)
@@ -133,8 +133,8 @@ def _commit_must_abort(txlog, conns, spec, df):
     assert [t.to_state for t in txlog.history(spec.load_id)] == [
         "PREPARING", "PREPARED", "COMMITTING", "ABORTING", "ABORTED"]
     assert not is_prepared(conns.pg_dsn, gid)
-    assert count_table_rows(conns.pg_dsn, spec.postgres.table, spec.load_id) == 0
-    assert read_topic(conns.kafka_bootstrap, spec.kafka.topic) == []
+    assert count_table_rows(conns.pg_dsn, table_of(spec).table, spec.load_id) == 0
+    assert read_topic(conns.kafka_bootstrap, topic_of(spec).topic) == []
     [finding] = verify(txlog, conns, [load])
     assert finding.ok and not any(finding.visible.values()), finding
     return load
@@ -142,8 +142,7 @@ def _commit_must_abort(txlog, conns, spec, df):
 
 def test_transaction_timeout_above_the_brokers_limit_aborts_the_load(spark, txlog, conns, target):
     spec = make_spec(target)
-    spec = dataclasses.replace(spec, kafka=dataclasses.replace(
-        spec.kafka, transaction_timeout_ms=BROKER_MAX_TIMEOUT_MS + 1))
+    spec = with_target(spec, dataclasses.replace(topic_of(spec), transaction_timeout_ms=BROKER_MAX_TIMEOUT_MS + 1))
     load = _commit_must_abort(txlog, conns, spec, make_df(spark, 500))
     assert "is above the broker's transaction.max.timeout.ms" in load.reason
 
@@ -158,9 +157,9 @@ SLOW_RECORDS = 600_003
 @pytest.mark.slow
 def test_copy_slower_than_its_transaction_timeout_aborts_the_load(spark, txlog, conns, target):
     spec = make_spec(target)
-    spec = dataclasses.replace(spec, kafka=dataclasses.replace(spec.kafka, transaction_timeout_ms=1000))
+    spec = with_target(spec, dataclasses.replace(topic_of(spec), transaction_timeout_ms=1000))
     load = _commit_must_abort(txlog, conns, spec, make_df(spark, SLOW_RECORDS))
     assert "was too short" in load.reason
     # The aborted copy did write to the target topic; read_uncommitted shows it, so
     # the empty read_committed view above is the transaction's doing, not a copy that never ran.
-    assert len(read_topic(conns.kafka_bootstrap, spec.kafka.topic, "read_uncommitted")) > 0
+    assert len(read_topic(conns.kafka_bootstrap, topic_of(spec).topic, "read_uncommitted")) > 0

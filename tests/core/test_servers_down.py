@@ -14,7 +14,7 @@ from datetime import timedelta
 
 import pytest
 
-from support import make_df, make_spec, read_topic
+from support import make_df, make_spec, read_topic, table_of, topic_of
 from twophase import coordinator, recovery
 from twophase.spec import Connections
 from twophase.states import State
@@ -61,7 +61,7 @@ def test_each_step_retries_later_while_a_server_is_down(spark, txlog, conns, tar
     action = recovery._resolve(txlog, kafka_down, txlog.get(spec.load_id), timedelta(hours=2), None)
     assert action.action == "retry later" and f"Kafka at {kafka_down.kafka_bootstrap} is unreachable" in action.detail
     assert txlog.get(spec.load_id).state == State.COMMITTING
-    assert read_topic(conns.kafka_bootstrap, spec.kafka.topic) == []
+    assert read_topic(conns.kafka_bootstrap, topic_of(spec).topic) == []
 
     # commit, Postgres down: Kafka's copy commits, COMMIT PREPARED waits; the DSN's password is never shown.
     with pytest.raises(coordinator.RetryLater) as raised:
@@ -70,13 +70,13 @@ def test_each_step_retries_later_while_a_server_is_down(spark, txlog, conns, tar
     assert text.startswith("postgres: retry later; ") and "not-shown" not in text
     assert "(meanwhile kafka: done; records=100, " in text
     assert txlog.get(spec.load_id).state == State.COMMITTING
-    assert count_table_rows(conns.pg_dsn, spec.postgres.table, spec.load_id) == 0
+    assert count_table_rows(conns.pg_dsn, table_of(spec).table, spec.load_id) == 0
 
     outcomes = coordinator.commit(txlog, conns, spec.load_id)
     assert [(o.participant, o.kind.value) for o in outcomes] == [("kafka", "already done"), ("postgres", "done")]
     assert txlog.get(spec.load_id).state == State.COMMITTED
-    assert count_table_rows(conns.pg_dsn, spec.postgres.table, spec.load_id) == 100
-    assert len(read_topic(conns.kafka_bootstrap, spec.kafka.topic)) == 100
+    assert count_table_rows(conns.pg_dsn, table_of(spec).table, spec.load_id) == 100
+    assert len(read_topic(conns.kafka_bootstrap, topic_of(spec).topic)) == 100
 
 
 def test_prepare_with_kafka_down_logs_why_and_rolls_back_once_it_is_back(spark, txlog, conns, target):

@@ -20,7 +20,7 @@ from collections import Counter
 
 import psycopg2
 
-from support import header, make_df, make_spec, read_topic
+from support import header, make_df, make_spec, read_topic, topic_of
 from twophase import coordinator
 from twophase.outcome import Kind
 from twophase.participants.postgres import is_prepared
@@ -38,7 +38,7 @@ def _prepare_both_at_once(spark, txlog, conns, target):
     """Begin A and B, run both prepares concurrently; return their specs once both are PREPARED."""
     specs = {name: make_spec(target, run_id=f"{target['topic']}-{name}") for name in ROWS}
     assert specs["A"].load_id != specs["B"].load_id
-    assert specs["A"].kafka.staging_topic == specs["B"].kafka.staging_topic
+    assert topic_of(specs["A"]).staging_topic == topic_of(specs["B"]).staging_topic
     for spec in specs.values():
         coordinator.begin(txlog, spec)
     # One partition each, so both Spark jobs run at once on the two cores (Spark's FIFO
@@ -71,7 +71,7 @@ def _prepare_both_at_once(spark, txlog, conns, target):
         votes = txlog.votes(spec.load_id)
         assert (votes["postgres"].count, votes["kafka"].count) == (ROWS[name], ROWS[name])
         assert is_prepared(conns.pg_dsn, votes["postgres"].committable["gid"])
-    staged = Counter(header(m, "load_id") for m in read_topic(conns.kafka_bootstrap, specs["A"].kafka.staging_topic))
+    staged = Counter(header(m, "load_id") for m in read_topic(conns.kafka_bootstrap, topic_of(specs["A"]).staging_topic))
     assert staged == {specs[n].load_id: ROWS[n] for n in ROWS}, "both loads staged into the one staging topic"
     assert _rows_by_load(conns.pg_dsn, target["table"]) == {}, "prepared rows are not visible"
     assert read_topic(conns.kafka_bootstrap, target["topic"]) == []

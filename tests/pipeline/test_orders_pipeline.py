@@ -24,6 +24,7 @@ from twophase.spec import Connections
 from twophase.verify import verify
 
 TABLE, TOPIC = "analytics.customer_daily_totals", "customer-daily-totals"
+SUMMARY = "analytics.orders_daily_summary"
 pytestmark = pytest.mark.slow
 
 
@@ -89,13 +90,19 @@ def test_a_day_commits_exactly_on_both_sides(run_dag, orders_data, fresh_day, pg
     assert state == "COMMITTED"
     assert_exact_result(pg_dsn, kafka_bootstrap, made.folder, fresh_day, load_id)
 
-    # The commit emitted both assets with the load id, so the downstream DAG is due.
+    # The commit emitted one asset per target with the load id, so the downstream DAG is due.
     events = asset_events(run.run_id)
-    assert set(events) == {"postgres:" + TABLE, "kafka:" + TOPIC}
+    assert set(events) == {"postgres:" + TABLE, "postgres:" + SUMMARY, "kafka:" + TOPIC}
     assert {e["load_id"] for e in events.values()} == {load_id}
     assert queued_assets() == {"postgres:" + TABLE, "kafka:" + TOPIC}
 
-    _expected, lines, rejected = expected_totals(made.folder, fresh_day)
+    expected, lines, rejected = expected_totals(made.folder, fresh_day)
+    # The day's summary row, in the same load (same transaction as the per-customer rows).
+    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+        cur.execute(f"select orders, revenue, customers, rejected_lines, load_id from {SUMMARY} where day = %s",
+                    (fresh_day,))
+        assert cur.fetchall() == [(sum(t.orders for t in expected.values()),
+                                   sum(t.revenue for t in expected.values()), len(expected), rejected, load_id)]
     assert rejected == made.bad_lines > 0
     assert (f"read {lines} lines in 4 files from {made.folder}: {lines - rejected} orders loaded, {rejected} rejected, "
             "0 duplicate deliveries skipped, 0 blank lines skipped") in run.task_log("prepare")
@@ -117,6 +124,9 @@ def test_quality_gate_rolls_back_and_fails_the_run(run_dag, orders_data, fresh_d
     assert state == "ABORTED" and "input lines rejected" in reason and "above the maximum of 5.00%" in reason
     assert table_rows(pg_dsn, fresh_day) == {}
     assert topic_records(kafka_bootstrap, [load_id]) == []
+    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+        cur.execute(f"select count(*) from {SUMMARY} where day = %s", (fresh_day,))
+        assert cur.fetchone() == (0,), "the summary table got nothing either"
     assert folder_digest(made.folder) == before, "the input must be untouched"
     rollback = run.task_log("rollback")
     assert f"ROLLED BACK load {load_id}" in rollback and "input lines rejected" in rollback

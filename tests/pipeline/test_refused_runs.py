@@ -56,7 +56,7 @@ def test_a_second_run_of_a_day_in_flight_fails_and_finish_says_why(run_dag, orde
     txlog = TransactionLog(pg_dsn)
     other = coordinator.begin(txlog, LoadSpec(
         load_id=load_id_for(ORDERS_PIPELINE, run_id), pipeline=ORDERS_PIPELINE, run_id=run_id,
-        postgres=PostgresTarget(TABLE), kafka=KafkaTarget(TOPIC, "customer_id"),
+        targets=(PostgresTarget(TABLE), KafkaTarget(TOPIC, "customer_id")),
         data_interval=(_midnight(fresh_day), _midnight(fresh_day + timedelta(days=1)))))
     try:
         run = run_dag({"date": fresh_day.isoformat()})

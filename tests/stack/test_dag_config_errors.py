@@ -13,23 +13,24 @@ DAG_FILE = textwrap.dedent('''
     import pendulum
     from airflow.sdk import DAG
 
-    from twophase_airflow import LoadConfig, load_params, table_asset, topic_asset, two_phase_load
+    from twophase_airflow import LoadConfig, Table, Topic, load_params, table_asset, topic_asset, two_phase_load
 
 
-    def describe_input(day, params, load_id):
-        return {{"path": f"/data/{{day}}"}}
+    def describe_input(interval, params, load_id):
+        return {{"path": f"/data/{{interval.day}}"}}
 
 
     with DAG({dag_id!r}, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), params={params}):
         two_phase_load({config}, application="spark_jobs/my_job.py")
 ''')
 
-GOOD = dict(table="'analytics.t'", topic="'t'", key_column="'customer_id'")
+GOOD_TARGETS = ["Table('analytics.t')", "Topic('t', key_column='customer_id')"]
 
 
-def config(**changes) -> str:
-    fields = {**GOOD, **changes}
-    return "LoadConfig(" + ", ".join(f"{k}={v}" for k, v in fields.items()) + ", describe_input=describe_input)"
+def config(targets=None, **fields) -> str:
+    extra = "".join(f", {k}={v}" for k, v in fields.items())
+    targets = GOOD_TARGETS if targets is None else targets
+    return f"LoadConfig(targets=[{', '.join(targets)}], describe_input=describe_input{extra})"
 
 
 def import_errors(tmp_path, dag_id="bad_config", params="load_params()", config_source=None) -> str:
@@ -44,25 +45,45 @@ def test_a_good_config_imports(tmp_path):
     assert bag_errors == ""
 
 
-@pytest.mark.parametrize("changes, message", [
-    (dict(table="'analytics.t; drop table x'"),
-     "SpecError: LoadConfig table: postgres table 'analytics.t; drop table x' must be schema.table with plain "
-     "identifiers"),
-    (dict(table="'t'"), "LoadConfig table: postgres table 't' must be schema.table with plain identifiers"),
-    (dict(topic="'..'"), "LoadConfig: kafka topic '..' is a name Kafka refuses ('.' and '..' are not topic names)"),
-    (dict(topic="'.'"), "LoadConfig: kafka topic '.' is a name Kafka refuses"),
-    (dict(topic="'orders/2026'"), "LoadConfig: kafka topic 'orders/2026' has characters Kafka refuses in topic "
-                                  "names: use only letters, digits, '.', '_' and '-'"),
-    (dict(topic="'t' * 240"), "is 240 characters long: its staging topic (the name plus '.twophase-staging') "
-                              "would exceed Kafka's limit of 249; shorten the topic name to at most 232 characters"),
-    (dict(key_column="'customer id'"), "LoadConfig: kafka key_column 'customer id' must be a plain identifier"),
-    (dict(day_column="'day; drop'"), "LoadConfig day_column 'day; drop' must be a plain identifier"),
-    (dict(pipeline="'my pipeline'"), "LoadConfig pipeline: pipeline name 'my pipeline' must be 1-64 characters"),
-    (dict(kafka_partitions="0"), "LoadConfig: kafka partitions must be a whole number of at least 1, got 0"),
-    (dict(pg_conn_id="''"), "LoadConfig pg_conn_id must name an Airflow connection, got ''"),
+def test_a_config_of_two_tables_in_two_databases_and_two_topics_imports(tmp_path):
+    targets = ["Table('analytics.t')", "Table('analytics.s', frame='summary')",
+               "Table('reporting.t', conn_id='reporting_postgres')", "Topic('t', key_column='customer_id')",
+               "Topic('t2', key_column='customer_id', conn_id='kafka_two')"]
+    assert import_errors(tmp_path, config_source=config(targets)) == ""
+
+
+@pytest.mark.parametrize("targets, fields, message", [
+    (["Table('analytics.t; drop table x')"], {},
+     "SpecError: Table analytics.t; drop table x: postgres table 'analytics.t; drop table x' must be schema.table "
+     "with plain identifiers"),
+    (["Table('t')"], {}, "Table t: postgres table 't' must be schema.table with plain identifiers"),
+    (["Topic('..', key_column='c')"], {}, "Topic '..': kafka topic '..' is a name Kafka refuses ('.' and '..' are "
+                                          "not topic names)"),
+    (["Topic('.', key_column='c')"], {}, "Topic '.': kafka topic '.' is a name Kafka refuses"),
+    (["Topic('orders/2026', key_column='c')"], {},
+     "Topic 'orders/2026': kafka topic 'orders/2026' has characters Kafka refuses in topic names: use only "
+     "letters, digits, '.', '_' and '-'"),
+    (["Topic('t' * 240, key_column='c')"], {},
+     "is 240 characters long: its staging topic (the name plus '.twophase-staging') would exceed Kafka's limit of "
+     "249; shorten the topic name to at most 232 characters"),
+    (["Topic('t', key_column='customer id')"], {}, "Topic 't': kafka key_column 'customer id' must be a plain "
+                                                   "identifier"),
+    (["Table('analytics.t', interval_column='day; drop')"], {},
+     "Table analytics.t: replace_where column 'day; drop' is not a plain identifier"),
+    (["Topic('t', key_column='c', partitions=0)"], {}, "Topic 't': kafka partitions must be a whole number of at "
+                                                       "least 1, got 0"),
+    (["Table('analytics.t', conn_id='')"], {}, "Table 'analytics.t' conn_id must name an Airflow connection, got ''"),
+    (["Table('analytics.t', frame='a b')"], {}, "frame 'a b' must be a name of letters, digits"),
+    (["Table('analytics.t')", "Table('analytics.t')"], {},
+     "LoadConfig targets name ['analytics.t'] more than once: each table and topic once"),
+    ([], {}, "LoadConfig targets must list at least one Table(...) or Topic(...)"),
+    (["'analytics.t'"], {}, "LoadConfig targets must be Table(...) or Topic(...), got 'analytics.t'"),
+    (GOOD_TARGETS, {"pipeline": "'my pipeline'"}, "LoadConfig pipeline: pipeline name 'my pipeline' must be 1-64 "
+                                                  "characters"),
+    (GOOD_TARGETS, {"log_conn_id": "''"}, "LoadConfig log_conn_id must name an Airflow connection, got ''"),
 ])
-def test_a_wrong_load_config_is_an_import_error_naming_the_problem(tmp_path, changes, message):
-    errors = import_errors(tmp_path, config_source=config(**changes))
+def test_a_wrong_load_config_is_an_import_error_naming_the_problem(tmp_path, targets, fields, message):
+    errors = import_errors(tmp_path, config_source=config(targets, **fields))
     assert message in errors, errors[-2000:]
 
 

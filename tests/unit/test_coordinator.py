@@ -50,8 +50,8 @@ class Conns:
 
 def make_spec(run_id="run-1", mode="append", interval=None) -> LoadSpec:
     return LoadSpec(load_id=load_id_for("unit", run_id), pipeline="unit", run_id=run_id,
-                    postgres=PostgresTarget(ORDERS, mode, {"day": "2026-11-20"} if mode == "replace" else {}),
-                    kafka=KafkaTarget(TOPIC, key_column="customer_id"), data_interval=interval)
+                    targets=(PostgresTarget(ORDERS, mode, {"day": "2026-11-20"} if mode == "replace" else {}),
+                             KafkaTarget(TOPIC, key_column="customer_id")), data_interval=interval)
 
 
 def frame() -> LocalFrame:
@@ -462,7 +462,7 @@ def test_begin_in_replace_mode_names_the_committed_loads_it_replaces(log, store)
     first = make_spec("run-1", interval=DAY)
     run_load(log, Conns(store), first)
     load = coordinator.begin(log, make_spec("run-2", mode="replace", interval=DAY))
-    assert load.spec().replaces == [first.load_id]
+    assert load.spec().replaces == (first.load_id,)
     assert load.data_interval_start.isoformat() == DAY[0]
 
 

@@ -1,8 +1,9 @@
-"""The participants of a load, built from its description, and the order they commit in.
+"""The participants of a load, built from its targets, and the order they commit in.
 
-Today a load describes one Postgres table and one Kafka topic (LoadSpec.postgres,
-LoadSpec.kafka); this module is the one place outside the participants' own modules that
-maps that description to Participant objects, so every other layer iterates over them.
+Targets of one kind on one server make one participant, with one vote: tables of one
+database share one prepared transaction, topics of one cluster one copy transaction. This
+module is the one place outside the participants' own modules that maps kinds of target
+to participant classes, so every other layer iterates over Participant objects.
 """
 
 from __future__ import annotations
@@ -11,14 +12,29 @@ from ..participant import Participant
 from ..spec import Connections, LoadSpec
 
 
-def participants_of(spec: LoadSpec, conns: Connections) -> list[Participant]:
-    """The load's participants, in the order it describes them (which is the order they
-    stage in: a Postgres table missing is found before Kafka topics are created)."""
+def _kinds() -> dict[str, type]:
     from .kafka import KafkaParticipant
     from .postgres import PostgresParticipant
 
-    return [PostgresParticipant(conns.pg_dsn, spec.postgres, spec.load_id),
-            KafkaParticipant(conns.kafka_bootstrap, spec.kafka, spec.load_id)]
+    return {"postgres": PostgresParticipant, "kafka": KafkaParticipant}
+
+
+def participant_name(kind: str, connection: str) -> str:
+    """'postgres' or 'kafka' on the default servers (the names logs before issue 12 used),
+    else '<kind>@<connection>'."""
+    return f"{kind}@{connection}" if connection else kind
+
+
+def participants_of(spec: LoadSpec, conns: Connections) -> list[Participant]:
+    """The load's participants, in the order its targets first name them (which is the
+    order they stage in: describe a table before a topic, and a missing table is found
+    before any topic is created)."""
+    groups: dict[tuple[str, str], list] = {}
+    for target in spec.targets:
+        groups.setdefault((target.kind, target.connection), []).append(target)
+    kinds = _kinds()
+    return [kinds[kind](conns.address(kind, connection), targets, spec.load_id, participant_name(kind, connection))
+            for (kind, connection), targets in groups.items()]
 
 
 def commit_order(participants: list[Participant]) -> list[Participant]:
@@ -29,8 +45,6 @@ def commit_order(participants: list[Participant]) -> list[Participant]:
 
 
 def sweep_all(conns: Connections, state_of) -> list:
-    """Every kind's orphans on the load's servers (recovery)."""
-    from .kafka import KafkaParticipant
-    from .postgres import PostgresParticipant
-
-    return [*PostgresParticipant.sweep(conns.pg_dsn, state_of), *KafkaParticipant.sweep(conns.kafka_bootstrap, state_of)]
+    """Every kind's orphans on every server the connections know (recovery)."""
+    return [swept for kind, cls in _kinds().items() for address in conns.addresses(kind)
+            for swept in cls.sweep(address, state_of)]

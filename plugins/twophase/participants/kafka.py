@@ -401,7 +401,7 @@ def _as_bytes(value) -> bytes:
 
 
 class KafkaParticipant(Participant):
-    """One topic on one Kafka cluster: one copy transaction per load."""
+    """The load's topics on one Kafka cluster: one copy transaction covers them all."""
 
     kind = NAME
     # The copy can fail for good after a yes vote (staged records expired, topic deleted):
@@ -409,36 +409,49 @@ class KafkaParticipant(Participant):
     commit_may_fail = True
     append_only = True
 
-    def __init__(self, bootstrap: str, target: KafkaTarget, load_id: str, name: str = NAME):
-        self.bootstrap, self.target, self.load_id, self.name = bootstrap, target, load_id, name
-        self.endpoint = bootstrap
-        self.targets = (target.topic,)
+    def __init__(self, bootstrap: str, targets, load_id: str, name: str = NAME):
+        self.bootstrap = self.endpoint = bootstrap
+        self.load_id, self.name = load_id, name
+        self.topics: list[KafkaTarget] = [targets] if isinstance(targets, KafkaTarget) else list(targets)
+        self.targets = tuple(t.topic for t in self.topics)
         self.copy_id = ids.copy_transactional_id(load_id)
+        # One transaction for every topic: the longest timeout any of them asks for.
+        self.transaction_timeout_ms = max(t.transaction_timeout_ms for t in self.topics)
 
-    def stage(self, columns: list[str] | None = None) -> Staging:
-        """Create the topics; note where the staging topic ends, before anything is staged.
-        The writer refuses records larger than either topic accepts. Spark computes each
-        record: the key column as text, the value as a JSON object of the frame's
-        `columns`, and their checksum (record_checksum)."""
-        key_column = self.target.key_column
-        if columns is not None and key_column not in columns:
-            raise SpecError(f"the DataFrame lacks columns the targets need: [{key_column!r}] (the key of topic "
-                            f"{self.target.topic}); it has {columns}")
-        limits = ensure_topics(self.bootstrap, self.target)
+    def stage(self, frames) -> Staging:
+        """Create the topics; note where each staging topic ends, before anything is staged.
+        A writer refuses records larger than any topic of the load accepts. Spark computes
+        each record: the key column as text, the value as a JSON object of the frame's
+        columns (or the target's value_columns), and their checksum (record_checksum)."""
+        for target in self.topics:
+            if target.frame not in frames:
+                raise SpecError(f"topic {target.topic} loads the job's frame {target.frame!r}, which the job did "
+                                f"not return (it returned {sorted(frames)})")
+            columns = frames[target.frame]
+            missing = [c for c in [target.key_column, *target.value_columns] if c not in columns]
+            if missing:
+                raise SpecError(f"the DataFrame lacks columns the targets need: {missing} (of topic "
+                                f"{target.topic}); it has {columns}")
+        limits = {}
+        for target in self.topics:
+            limits.update(ensure_topics(self.bootstrap, target))
         limited_by = min(limits, key=lambda topic: (limits[topic], topic))
         max_message_bytes = limits[limited_by]
-        marks = {"staged_from": self._ends(), "max_message_bytes": max_message_bytes}
-        names = tuple(f"_twophase_{part}_{ids.digest(self.target.topic, 8)}" for part in ("key", "value", "crc"))
-        key = f"cast(cast({_quoted(key_column)} as string) as binary)"
-        value = f"cast(to_json(struct({', '.join(map(_quoted, columns or []))})) as binary)"
-        expressions = dict(zip(names, (key, value, f"crc32(concat(coalesce({key}, X''), {value}))")))
-        writer = KafkaWriter(self.bootstrap, self.target.staging_topic, self.load_id, self.target.headers,
-                             max_message_bytes, limited_by, names)
-        return Staging({self.target.topic: writer}, marks, expressions)
+        marks = {"staged_from": {t.staging_topic: self._ends(t.staging_topic) for t in self.topics},
+                 "max_message_bytes": max_message_bytes}
+        writers, expressions = {}, {}
+        for target in self.topics:
+            names = tuple(f"_twophase_{part}_{ids.digest(target.topic, 8)}" for part in ("key", "value", "crc"))
+            key = f"cast(cast({_quoted(target.key_column)} as string) as binary)"
+            value_columns = target.value_columns or frames[target.frame]
+            value = f"cast(to_json(struct({', '.join(map(_quoted, value_columns))})) as binary)"
+            expressions[target.topic] = dict(zip(names, (key, value, f"crc32(concat(coalesce({key}, X''), {value}))")))
+            writers[target.topic] = KafkaWriter(self.bootstrap, target.staging_topic, self.load_id, target.headers,
+                                                max_message_bytes, limited_by, names)
+        return Staging(writers, marks, {t.topic: t.frame for t in self.topics}, expressions)
 
-    def _ends(self) -> dict[int, int]:
+    def _ends(self, topic: str) -> dict[int, int]:
         """Staging partition -> its high watermark (the next offset to be written)."""
-        topic = self.target.staging_topic
         with kafka_client(Consumer, self.bootstrap, **{"group.id": self.copy_id, "enable.auto.commit": False}) as consumer:
             def ends():
                 metadata = consumer.list_topics(topic, timeout=30).topics[topic]
@@ -448,67 +461,69 @@ class KafkaParticipant(Participant):
                         for p in metadata.partitions}
             return _patiently(ends)
 
-    # -- pre-commit ---------------------------------------------------------------------
+    # -- prepare ------------------------------------------------------------------------
     def prepare(self, marks: dict, reports, expected) -> Vote:
-        """Vote on what the successful task attempts staged (`reports` of the topic: one
-        per Spark partition with its part, attempt, records and checksum).
+        """Vote on what the successful task attempts staged (`reports`, per topic: one per
+        Spark partition with its part, attempt, records and checksum).
 
-        Their records lie, per staging partition, between where the topic ended at begin
+        Their records lie, per staging partition, between where the topic ended at stage
         and where it ends now (every attempt flushed with acks=all before reporting), next
         to any records of failed attempts or of other loads staging at the same time,
         which the copy skips by their headers."""
-        topic = self.target.topic
-        results = reports.get(topic, [])
-        ends = self._ends()
-        staged_from = {int(p): first for p, first in marks["staged_from"].items()}
-        ranges = {p: [first, ends[p] - 1] for p, first in staged_from.items() if ends.get(p, first) > first}
-        records = sum(r["records"] for r in results)
-        checksum = sum(r["checksum"] for r in results) % (1 << 64)
-        detail = {"topic": topic, "staging_topic": self.target.staging_topic,
-                  "ranges": {str(p): r for p, r in sorted(ranges.items())},
-                  "attempts": {str(r["part"]): r["attempt"] for r in results}, "checksum": checksum,
-                  "max_message_bytes": marks["max_message_bytes"]}
-        span = sum(last - first + 1 for first, last in ranges.values())
-        shown = ", ".join(f"[{p}] {r[0]}..{r[1]}" for p, r in detail["ranges"].items()) or "none"
-        summary = f"{records} records staged for {topic} in {self.target.staging_topic} offsets {shown}"
-        want = expected.get(topic)
-        if records != want:
-            problem = f"staged {records} records for {topic} but Spark produced {want}"
-        elif span < records:
-            problem = (f"staged {records} records but the staging topic {self.target.staging_topic} grew by only "
-                       f"{span} (partitions added or records deleted?)")
-        else:
-            problem = self.check_ranges(detail)
-        return Vote(self.name, not problem, records, detail, problem, {topic: records}, summary)
+        copies, problems, counts = [], [], {}
+        for target in self.topics:
+            results = reports.get(target.topic, [])
+            ends = self._ends(target.staging_topic)
+            staged_from = {int(p): first for p, first in marks["staged_from"][target.staging_topic].items()}
+            ranges = {p: [first, ends[p] - 1] for p, first in staged_from.items() if ends.get(p, first) > first}
+            records = counts[target.topic] = sum(r["records"] for r in results)
+            copies.append({"topic": target.topic, "staging_topic": target.staging_topic,
+                           "ranges": {str(p): r for p, r in sorted(ranges.items())},
+                           "attempts": {str(r["part"]): r["attempt"] for r in results},
+                           "checksum": sum(r["checksum"] for r in results) % (1 << 64), "records": records})
+            span = sum(last - first + 1 for first, last in ranges.values())
+            if records != expected.get(target.topic):
+                problems.append(f"staged {records} records for {target.topic} but Spark produced "
+                                f"{expected.get(target.topic)}")
+            elif span < records:
+                problems.append(f"staged {records} records but the staging topic {target.staging_topic} grew by "
+                                f"only {span} (partitions added or records deleted?)")
+        committable = {"topics": copies, "max_message_bytes": marks["max_message_bytes"]}
+        problem = "; ".join(problems) or self.check_ranges(committable)
+        summary = "; ".join(f"{c['records']} records staged for {c['topic']} in {c['staging_topic']} offsets "
+                            + (", ".join(f"[{p}] {r[0]}..{r[1]}" for p, r in c["ranges"].items()) or "none")
+                            for c in copies)
+        return Vote(self.name, not problem, sum(counts.values()), committable, problem, counts, summary)
 
     def check(self, vote: Vote) -> str:
-        return self.check_ranges(vote.committable)
+        return self.check_ranges(vote.committable, vote.count)
 
-    def check_ranges(self, detail: dict) -> str:
-        """'' if every staged range is still in the staging topic, else what is missing."""
+    def check_ranges(self, committable: dict, count: int = 0) -> str:
+        """'' if every staged range is still in its staging topic, else what is missing."""
         with kafka_client(Consumer, self.bootstrap, **{"group.id": self.copy_id, "enable.auto.commit": False}) as consumer:
-            for partition, (first, last) in detail["ranges"].items():
-                low, high = consumer.get_watermark_offsets(
-                    TopicPartition(detail["staging_topic"], int(partition)), timeout=30)
-                if low > first or high <= last:
-                    return (f"staged records of {detail['staging_topic']}[{partition}] offsets {first}..{last} "
-                            f"are no longer all there (topic now holds {low}..{high - 1}): "
-                            "retention or an operator removed them")
+            for copy in _copies(committable, count):
+                for partition, (first, last) in copy["ranges"].items():
+                    low, high = consumer.get_watermark_offsets(
+                        TopicPartition(copy["staging_topic"], int(partition)), timeout=30)
+                    if low > first or high <= last:
+                        return (f"staged records of {copy['staging_topic']}[{partition}] offsets {first}..{last} "
+                                f"are no longer all there (topic now holds {low}..{high - 1}): "
+                                "retention or an operator removed them")
         return ""
 
     # -- commit ---------------------------------------------------------------------------
     def commit(self, vote: Vote) -> Outcome:
-        """Copy the load's staged records to the target topic in one transaction.
+        """Copy the load's staged records to their target topics in one transaction.
 
         Handles: copied now (DONE); copied by an earlier attempt (offsets committed:
         ALREADY_DONE); a crashed earlier attempt (fenced and aborted by
-        init_transactions, then redone); staged records gone, target topic gone, counts
-        or checksum differ, or the copy outran its transaction timeout (FAILED, the open
+        init_transactions, then redone); staged records gone, a target topic gone, counts
+        or checksums differ, or the copy outran its transaction timeout (FAILED, the open
         transaction aborted so nothing is visible); broker trouble (RETRY_LATER).
         """
         producer_settings = {**_PRODUCER_BASE, **_size_settings(vote.committable.get("max_message_bytes")),
                              "transactional.id": self.copy_id, "enable.idempotence": True, "acks": "all",
-                             "transaction.timeout.ms": self.target.transaction_timeout_ms}
+                             "transaction.timeout.ms": self.transaction_timeout_ms}
         consumer_settings = {"group.id": self.copy_id, "enable.auto.commit": False,
                              "isolation.level": "read_committed", "auto.offset.reset": "error", **_COPY_CONSUMER}
         try:
@@ -519,9 +534,9 @@ class KafkaParticipant(Participant):
             return Outcome(self.name, Kind.RETRY_LATER, str(exc))
 
     def _commit(self, vote: Vote, producer: Producer, consumer: Consumer) -> Outcome:
-        detail = vote.committable
-        ranges = {int(p): r for p, r in detail["ranges"].items()}
-        timeout_s = self.target.transaction_timeout_ms / 1000
+        copies = _copies(vote.committable, vote.count)
+        timeout_s = self.transaction_timeout_ms / 1000
+        topics = ", ".join(c["topic"] for c in copies)
         in_transaction = False
         try:
             try:
@@ -529,31 +544,34 @@ class KafkaParticipant(Participant):
             except KafkaException as exc:
                 if exc.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT:
                     return Outcome(self.name, Kind.FAILED, (
-                        f"the commit copy's transaction.timeout.ms ({self.target.transaction_timeout_ms} ms) is above "
+                        f"the commit copy's transaction.timeout.ms ({self.transaction_timeout_ms} ms) is above "
                         "the broker's transaction.max.timeout.ms; nothing was copied. Lower "
                         "KafkaTarget.transaction_timeout_ms, or raise the broker's transaction.max.timeout.ms."))
                 raise
-            if self._copy_committed(consumer, detail["staging_topic"], ranges):
+            if self._copy_committed(consumer, copies):
                 return Outcome(self.name, Kind.ALREADY_DONE, counts={"records": vote.count})
-            if not ranges:
-                return Outcome(self.name, Kind.DONE, counts={"records": 0, "topic": self.target.topic})
-            problem = self._target_missing() or self.check_ranges(detail)
+            if not any(c["ranges"] for c in copies):
+                return Outcome(self.name, Kind.DONE, counts={"records": 0, "topic": topics})
+            problem = self._target_missing() or self.check_ranges(vote.committable, vote.count)
             if problem:
                 return Outcome(self.name, Kind.FAILED, problem)
             producer.begin_transaction()
             in_transaction = True
-            copied, checksum = self._copy(producer, consumer, detail, ranges, vote.count, time.monotonic() + timeout_s * 0.9)
-            if copied != vote.count or checksum != detail["checksum"]:
+            copied = self._copy(producer, consumer, copies, vote.count, time.monotonic() + timeout_s * 0.9)
+            wrong = [f"{c['topic']}: copy found {copied[c['staging_topic']][0]} records (checksum "
+                     f"{copied[c['staging_topic']][1]}) of this load in staging, but the vote staged {c['records']} "
+                     f"(checksum {c['checksum']})" for c in copies
+                     if copied[c["staging_topic"]] != (c["records"], c["checksum"])]
+            if wrong:
                 producer.abort_transaction(60)
                 in_transaction = False
-                return Outcome(self.name, Kind.FAILED, f"copy found {copied} records (checksum {checksum}) of this load "
-                               f"in staging, but the vote staged {vote.count} (checksum {detail['checksum']})")
-            offsets = [TopicPartition(detail["staging_topic"], p, r[1] + 1) for p, r in ranges.items()]
+                return Outcome(self.name, Kind.FAILED, "; ".join(wrong))
+            offsets = [TopicPartition(c["staging_topic"], int(p), r[1] + 1) for c in copies for p, r in c["ranges"].items()]
             producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 60)
             producer.commit_transaction(timeout_s)
             in_transaction = False
             failpoints.hit("kafka.copy_committed")
-            return Outcome(self.name, Kind.DONE, counts={"records": copied, "topic": self.target.topic})
+            return Outcome(self.name, Kind.DONE, counts={"records": sum(n for n, _ in copied.values()), "topic": topics})
         except _CopyTimedOut as exc:
             producer.abort_transaction(60)
             in_transaction = False
@@ -573,15 +591,21 @@ class KafkaParticipant(Participant):
             if expired:
                 return Outcome(self.name, Kind.FAILED, self._timeout_advice(f"expired: {err.str()}"))
             down = kafka_unreachable(self.bootstrap, exc)
-            return Outcome(self.name, Kind.RETRY_LATER, str(down) if down else one_line(f"Kafka at {self.bootstrap}: {err.str()}"))
+            return Outcome(self.name, Kind.RETRY_LATER,
+                           str(down) if down else one_line(f"Kafka at {self.bootstrap}: {err.str()}"))
 
-    def _copy(self, producer, consumer, detail, ranges, expected, deadline) -> tuple[int, int]:
-        staging, topic = detail["staging_topic"], self.target.topic
-        ours = _StagedFilter(self.load_id, detail["attempts"], ranges, expected)
-        headers = public_headers(self.load_id, self.target.headers)
-        consumer.assign([TopicPartition(staging, p, r[0]) for p, r in ranges.items()])
-        last = {p: r[1] for p, r in ranges.items()}  # staging partition -> last offset to copy
-        copied = checksum = 0
+    def _copy(self, producer, consumer, copies: list[dict], expected: int, deadline) -> dict[str, tuple[int, int]]:
+        """Copy every staged range to its target topic; {staging topic: (records, checksum)}."""
+        by_staging = {t.staging_topic: t for t in self.topics}
+        filters = {c["staging_topic"]: _StagedFilter(self.load_id, c["attempts"],
+                                                     {int(p): r for p, r in c["ranges"].items()}, c["records"])
+                   for c in copies}
+        headers = {s: public_headers(self.load_id, t.headers) for s, t in by_staging.items()}
+        target_of = {c["staging_topic"]: c["topic"] for c in copies}
+        consumer.assign([TopicPartition(c["staging_topic"], int(p), r[0]) for c in copies for p, r in c["ranges"].items()])
+        last = {(c["staging_topic"], int(p)): r[1] for c in copies for p, r in c["ranges"].items()}
+        counts = {c["staging_topic"]: [0, 0] for c in copies}
+        copied = 0
         half = (expected + 1) // 2
         send = producer.produce
         while last:
@@ -591,23 +615,26 @@ class KafkaParticipant(Participant):
             for msg in consumer.consume(num_messages=10000, timeout=0.1):
                 if msg.error() is not None:
                     raise KafkaException(msg.error())
-                p, offset = msg.partition(), msg.offset()
-                end = last.get(p)
+                staging, p, offset = msg.topic(), msg.partition(), msg.offset()
+                end = last.get((staging, p))
                 if end is None:
                     continue
                 if offset >= end:
-                    del last[p]
+                    del last[(staging, p)]
                     consumer.pause([TopicPartition(staging, p)])
                     if offset > end:
                         continue
+                ours = filters[staging]
                 if not ours.dense and not ours.promotes(msg.headers()):
                     continue  # another load's record, or one of a failed task attempt
                 key, value = msg.key(), msg.value()
-                checksum += record_checksum(key, value)
+                tally = counts[staging]
+                tally[0] += 1
+                tally[1] += record_checksum(key, value)
                 try:
-                    send(topic, value, key, headers=headers)
+                    send(target_of[staging], value, key, headers=headers[staging])
                 except BufferError:
-                    _produce(producer, topic, value, key, headers)
+                    _produce(producer, target_of[staging], value, key, headers[staging])
                 copied += 1
                 if copied == half:
                     producer.flush(60)
@@ -618,50 +645,51 @@ class KafkaParticipant(Participant):
         # abort of the timed-out transaction, so it fails here like any other overrun.
         if time.monotonic() > deadline:
             raise _CopyTimedOut(f"copied all {copied} records, but only after the deadline")
-        return copied, checksum % (1 << 64)
+        return {s: (n, checksum % (1 << 64)) for s, (n, checksum) in counts.items()}
 
     def _target_missing(self) -> str:
         with kafka_client(AdminClient, self.bootstrap) as admin:
             topics = admin.list_topics(timeout=30).topics
-        if self.target.topic not in topics:
-            return f"target topic {self.target.topic} does not exist (deleted after the vote?)"
+        missing = [t.topic for t in self.topics if t.topic not in topics]
+        if missing:
+            return f"target topic {', '.join(missing)} does not exist (deleted after the vote?)"
         return ""
 
-    def _copy_committed(self, consumer, staging: str, ranges: dict) -> bool:
+    def _copy_committed(self, consumer, copies: list[dict]) -> bool:
         """True if this load's copy transaction committed (its offsets are committed)."""
-        if not ranges:
+        wanted = {(c["staging_topic"], int(p)): r[1] + 1 for c in copies for p, r in c["ranges"].items()}
+        if not wanted:
             return False
-        wanted = [TopicPartition(staging, p) for p in ranges]
-        committed = _patiently(lambda: consumer.committed(wanted, timeout=30))
-        done = [tp.offset >= ranges[tp.partition][1] + 1 for tp in committed]
+        committed = _patiently(lambda: consumer.committed([TopicPartition(t, p) for t, p in wanted], timeout=30))
+        done = [tp.offset >= wanted[(tp.topic, tp.partition)] for tp in committed]
         if any(done) and not all(done):
             raise RuntimeError(f"copy offsets of {self.copy_id} are partly committed: {committed}")
         return all(done)
 
     def _timeout_advice(self, what: str) -> str:
-        return (f"the commit copy's transaction.timeout.ms ({self.target.transaction_timeout_ms} ms) {what}; "
+        return (f"the commit copy's transaction.timeout.ms ({self.transaction_timeout_ms} ms) {what}; "
                 "the copy was aborted, nothing is visible. Raise KafkaTarget.transaction_timeout_ms and the "
                 "broker's transaction.max.timeout.ms above the time the copy needs.")
 
     # -- abort ------------------------------------------------------------------------------
     def abort(self, vote: Vote | None = None) -> Outcome:
-        """Discard: the target topic is never touched. Fences any copy transaction of this
+        """Discard: the target topics are never touched. Fences any copy transaction of this
         load still open (crashed commit attempt), and refuses (FAILED) if the copy had
-        already committed. Staged records stay in the staging topic, never promoted,
-        until its retention deletes them."""
+        already committed. Staged records stay in the staging topics, never promoted,
+        until their retention deletes them."""
         # Fencing opens no transaction, so its timeout only has to be one the broker accepts:
         # a load whose transaction_timeout_ms is above the broker's limit must still roll back.
         fence = {"transactional.id": self.copy_id,
-                 "transaction.timeout.ms": min(self.target.transaction_timeout_ms, _FENCE_TIMEOUT_MS)}
+                 "transaction.timeout.ms": min(self.transaction_timeout_ms, _FENCE_TIMEOUT_MS)}
         try:
             with kafka_client(Producer, self.bootstrap, **fence) as producer:
                 _connected(producer).init_transactions(60)
-                ranges = {int(p): r for p, r in (vote.committable["ranges"] if vote else {}).items()}
+                copies = _copies(vote.committable, vote.count) if vote else []
                 with kafka_client(Consumer, self.bootstrap, **{"group.id": self.copy_id,
                                                                "enable.auto.commit": False}) as consumer:
-                    if self._copy_committed(consumer, self.target.staging_topic, ranges):
-                        return Outcome(self.name, Kind.FAILED, f"the copy to {self.target.topic} already committed; "
-                                       "Kafka cannot un-publish it")
+                    if self._copy_committed(consumer, copies):
+                        return Outcome(self.name, Kind.FAILED, f"the copy to {', '.join(self.targets)} already "
+                                       "committed; Kafka cannot un-publish it")
         except ServerUnreachable as exc:
             return Outcome(self.name, Kind.RETRY_LATER, str(exc))
         except KafkaException as exc:  # answered, but not now (a coordinator moving...)
@@ -669,16 +697,24 @@ class KafkaParticipant(Participant):
         counts = {"staged_records_discarded": vote.count if vote else 0, "copy_fenced": self.copy_id}
         return Outcome(self.name, Kind.DONE, counts=counts)
 
-
     def unreachable(self, exc: BaseException) -> ServerUnreachable | None:
         return kafka_unreachable(self.bootstrap, exc)
 
     # -- readers ----------------------------------------------------------------------------
     def visible(self, load_ids: list[str]) -> dict[str, dict[str, int]]:
-        """Records of each load in the target topic, read as a read_committed consumer
+        """Records of each load in each target topic, read as a read_committed consumer
         (header load_id): what consumers see now."""
-        counts = count_topic_by_load(self.bootstrap, self.target.topic)
-        return {lid: {self.target.topic: counts.get(lid, 0)} for lid in load_ids}
+        counts = {topic: count_topic_by_load(self.bootstrap, topic) for topic in self.targets}
+        return {lid: {topic: counts[topic].get(lid, 0) for topic in self.targets} for lid in load_ids}
+
+
+def _copies(committable: dict, count: int) -> list[dict]:
+    """The committable's copies, one per topic; a vote logged before a participant had
+    several topics holds one, with the vote's count as its records."""
+    if "topics" in committable:
+        return committable["topics"]
+    return [{key: committable[key] for key in ("topic", "staging_topic", "ranges", "attempts", "checksum")}
+            | {"records": count}]
 
 
 def count_topic_by_load(bootstrap: str, topic: str) -> Counter:

@@ -203,10 +203,11 @@ class MemoryParticipant(Participant):
     def _key(self) -> tuple[str, str]:
         return (self.name, self.load_id)
 
-    def stage(self, columns: list[str] | None = None) -> Staging:
-        """Refuse a frame without this participant's columns (SpecError, nothing written);
-        discard what an earlier attempt of this load staged or prepared here."""
+    def stage(self, frames: Mapping[str, list[str]] | None = None) -> Staging:
+        """Refuse a main frame ('') without this participant's columns (SpecError, nothing
+        written); discard what an earlier attempt of this load staged or prepared here."""
         _fault(self, "stage")
+        columns = None if frames is None else frames.get("", [])
         missing = [c for c in self.columns or () if columns is not None and c not in columns]
         if missing:
             raise SpecError(f"the DataFrame lacks columns {self.name} needs: {missing}; it has {columns}")
@@ -424,14 +425,24 @@ class LocalStage:
     max_attempts: int = 4
     attempts: list[tuple[int, str, str]] = field(default_factory=list)
 
-    def __call__(self, df: LocalFrame, stagings: dict[str, Staging]) -> Staged:
+    def __call__(self, df, stagings: dict[str, Staging]) -> Staged:
+        """`df`: a LocalFrame, or {frame name: LocalFrame} (each streamed once to the
+        writers of the targets it feeds, as spark_stage.stage does)."""
         if any(s.columns for s in stagings.values()):
             raise NotImplementedError("LocalStage cannot compute Spark SQL columns (Staging.columns)")
-        writers = [(participant, target, writer) for participant, staging in stagings.items()
-                   for target, writer in staging.writers.items()]
-        shipped = pickle.dumps([w for _, _, w in writers])
-        expected = {target: 0 for _, target, _ in writers}
+        frames = df if isinstance(df, dict) else {"": df}
+        expected: dict[str, int] = {}
         reports: dict[str, dict[str, list[dict]]] = {p: {t: [] for t in s.writers} for p, s in stagings.items()}
+        for name, frame in frames.items():
+            writers = [(participant, target, writer) for participant, staging in stagings.items()
+                       for target, writer in staging.writers.items() if staging.frame_of(target) == name]
+            if writers:
+                self._stage_frame(frame, writers, expected, reports)
+        return Staged(expected, reports)
+
+    def _stage_frame(self, df: LocalFrame, writers, expected: dict, reports: dict) -> None:
+        shipped = pickle.dumps([w for _, _, w in writers])
+        expected.update({target: 0 for _, target, _ in writers})
         for part, batches in sorted(df.partitions.items()):
             for n in itertools.count(1):
                 attempt = uuid.uuid4().hex[:16]
@@ -447,7 +458,6 @@ class LocalStage:
                     expected[target] += rows
                     reports[participant][target].append({"part": part, "attempt": attempt, **report})
                 break
-        return Staged(expected, reports)
 
     def _attempt(self, writers: list[PartitionWriter], part: int, attempt: str, batches, first: bool):
         opened: list[PartitionWriter] = []

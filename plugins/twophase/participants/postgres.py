@@ -279,25 +279,29 @@ class PostgresWriter(PartitionWriter):
 
 
 class PostgresParticipant(Participant):
-    """One table in one Postgres database: one prepared transaction per load."""
+    """The load's tables in one Postgres database: one prepared transaction covers them all."""
 
     kind = NAME
     commit_may_fail = False  # COMMIT PREPARED of a prepared transaction cannot fail for good
 
-    def __init__(self, dsn: str, target: PostgresTarget, load_id: str, name: str = NAME):
-        self.dsn, self.target, self.load_id, self.name = dsn, target, load_id, name
-        self.endpoint = dsn
-        self.targets = (target.table,)
-        self.gid = ids.pg_gid(load_id)
-        self.staging = f"{ids.STAGING_SCHEMA}.{ids.staging_table(load_id)}"
+    def __init__(self, dsn: str, targets, load_id: str, name: str = NAME):
+        self.dsn = self.endpoint = dsn
+        self.load_id, self.name = load_id, name
+        self.tables: list[PostgresTarget] = [targets] if isinstance(targets, PostgresTarget) else list(targets)
+        self.targets = tuple(t.table for t in self.tables)
+        self.gid = ids.pg_gid(load_id, name)
+        # The first table's staging keeps the name it had when a load had one table.
+        self.staging = {t.table: f"{ids.STAGING_SCHEMA}.{ids.staging_table(load_id, t.table if i else '')}"
+                        for i, t in enumerate(self.tables)}
 
     # -- stage ------------------------------------------------------------------------
-    def stage(self, columns: list[str] | None = None) -> Staging:
-        """Make a fresh staging table for this load. Idempotent; discards earlier attempts.
+    def stage(self, frames) -> Staging:
+        """Make a fresh staging table per table of this load. Idempotent; discards earlier
+        attempts.
 
         Fails with PostgresConfigError, before writing anything, when the server cannot
-        prepare transactions or the target table is missing or has no load_id column, and
-        with SpecError when the staged frame (`columns`) lacks a column of the table.
+        prepare transactions or a table is missing or has no load_id column, and with
+        SpecError when a table's frame lacks one of its columns.
         """
         with _autocommit(self.dsn) as cur:
             cur.execute("show max_prepared_transactions")
@@ -306,11 +310,16 @@ class PostgresParticipant(Participant):
                     "the Postgres server has max_prepared_transactions = 0, so it cannot take part in a "
                     "two-phase commit: set max_prepared_transactions above the number of loads in flight "
                     "(postgresql.conf) and restart it. Nothing was written.")
-            table_columns = self.target_columns(cur)
-            missing = [c for c in table_columns if columns is not None and c not in columns]
-            if missing:
-                raise SpecError(f"the DataFrame lacks columns the targets need: {missing} of table "
-                                f"{self.target.table}; it has {columns}")
+            columns = {}
+            for target in self.tables:
+                columns[target.table] = table_columns = self.target_columns(cur, target)
+                if target.frame not in frames:
+                    raise SpecError(f"table {target.table} loads the job's frame {target.frame!r}, which the job "
+                                    f"did not return (it returned {sorted(frames)})")
+                missing = [c for c in table_columns if c not in frames[target.frame]]
+                if missing:
+                    raise SpecError(f"the DataFrame lacks columns the targets need: {missing} of table "
+                                    f"{target.table}; it has {frames[target.frame]}")
             # A retried prepare: the earlier attempt may have prepared already (crash after PREPARE).
             _rollback_gid(cur, self.gid)
             cur.execute("create schema if not exists twophase")
@@ -318,58 +327,51 @@ class PostgresParticipant(Participant):
                 gid text primary key, load_id text not null, rows bigint not null,
                 deleted bigint not null, prepared_at timestamptz not null default now())""")
             cur.execute(f"create schema if not exists {ids.STAGING_SCHEMA}")
-            cur.execute(f"drop table if exists {self.staging}")
-            cur.execute(sql.SQL("create unlogged table {} (like {} including defaults)").format(
-                sql.SQL(self.staging), sql.Identifier(self.target.schema, self.target.name)))
-            cur.execute(f"alter table {self.staging} drop column load_id, add column {PART_COLUMN} int not null")
-            cur.execute(f"comment on table {self.staging} is %s", (self.load_id,))
-        writer = PostgresWriter(self.dsn, self.staging, table_columns, self.target.table)
-        return Staging({self.target.table: writer})
+            for target in self.tables:
+                staging = self.staging[target.table]
+                cur.execute(f"drop table if exists {staging}")
+                cur.execute(sql.SQL("create unlogged table {} (like {} including defaults)").format(
+                    sql.SQL(staging), sql.Identifier(target.schema, target.relation)))
+                cur.execute(f"alter table {staging} drop column load_id, add column {PART_COLUMN} int not null")
+                cur.execute(f"comment on table {staging} is %s", (self.load_id,))
+        writers = {t.table: PostgresWriter(self.dsn, self.staging[t.table], columns[t.table], t.table)
+                   for t in self.tables}
+        return Staging(writers, frames={t.table: t.frame for t in self.tables})
 
-    def target_columns(self, cur) -> list[str]:
-        """The target's columns in table order, without load_id; checks the table exists."""
+    @staticmethod
+    def target_columns(cur, target: PostgresTarget) -> list[str]:
+        """The table's columns in table order, without load_id; checks the table exists."""
         cur.execute("""select column_name from information_schema.columns
                        where table_schema = %s and table_name = %s order by ordinal_position""",
-                    (self.target.schema, self.target.name))
+                    (target.schema, target.relation))
         columns = [r[0] for r in cur.fetchall()]
         if not columns:
-            raise PostgresConfigError(f"target table {self.target.table} does not exist: create it first "
+            raise PostgresConfigError(f"target table {target.table} does not exist: create it first "
                                       "(with a load_id text column)")
         if "load_id" not in columns:
-            raise PostgresConfigError(f"target table {self.target.table} has no load_id column: "
+            raise PostgresConfigError(f"target table {target.table} has no load_id column: "
                                       "add `load_id text not null`")
-        for column in self.target.replace_where:
+        for column in target.replace_where:
             if column not in columns:
-                raise SpecError(f"replace_where column {column!r} is not a column of {self.target.table}")
+                raise SpecError(f"replace_where column {column!r} is not a column of {target.table}")
         return [c for c in columns if c != "load_id"]
 
     # -- prepare ------------------------------------------------------------------------
     def prepare(self, marks: dict, reports, expected) -> Vote:
-        """Promote staging into the target inside a prepared transaction; vote.
+        """Promote every table's staging into it inside one prepared transaction; vote.
 
-        Votes no (still prepared, so abort can discard it) when the promoted row count
-        differs from what Spark staged.
+        Votes no (still prepared, so abort can discard it) when a table's promoted row
+        count differs from what Spark staged for it.
         """
         conn = _connect(self.dsn)
+        counts, deleted = {}, {}
         try:
             with servers(pg_dsn=self.dsn), conn.cursor() as cur:
-                columns = self.target_columns(cur)
                 cur.execute("begin")
-                deleted = 0
-                if self.target.mode == "replace":
-                    where = sql.SQL(" and ").join(
-                        sql.SQL("{} = %s").format(sql.Identifier(c)) for c in self.target.replace_where)
-                    cur.execute(sql.SQL("delete from {} where ").format(
-                        sql.Identifier(self.target.schema, self.target.name)) + where,
-                        list(self.target.replace_where.values()))
-                    deleted = cur.rowcount
-                column_list = sql.SQL(", ").join(map(sql.Identifier, columns))
-                cur.execute(sql.SQL("insert into {} ({}, load_id) select {}, %s from {}").format(
-                    sql.Identifier(self.target.schema, self.target.name), column_list, column_list,
-                    sql.SQL(self.staging)), (self.load_id,))
-                rows = cur.rowcount
+                for target in self.tables:
+                    counts[target.table], deleted[target.table] = self._promote(cur, target)
                 cur.execute(f"insert into {MARKERS} (gid, load_id, rows, deleted) values (%s, %s, %s, %s)",
-                            (self.gid, self.load_id, rows, deleted))
+                            (self.gid, self.load_id, sum(counts.values()), sum(deleted.values())))
                 # Staging is dropped after COMMIT PREPARED (clean_up), not in here: a dropped
                 # table's files are unlinked by the commit, which made COMMIT PREPARED grow
                 # with the load (105 ms at 5M rows; 0.2 ms without the drop).
@@ -378,13 +380,30 @@ class PostgresParticipant(Participant):
                 failpoints.hit("pg.after_prepare")
         finally:
             conn.close()
-        table = self.target.table
-        committable = {"gid": self.gid, "table": table, "mode": self.target.mode, "deleted": deleted}
-        summary = f"prepared transaction {self.gid}: {rows} rows for {table}" + (
-            f", replacing {deleted}" if self.target.mode == "replace" else "")
-        want = expected.get(table)
-        reason = "" if rows == want else f"promoted {rows} rows into {table} but Spark staged {want}"
-        return Vote(self.name, not reason, rows, committable, reason, {table: rows}, summary)
+        first = self.tables[0]
+        committable = {"gid": self.gid, "table": first.table, "mode": first.mode, "deleted": sum(deleted.values()),
+                       "tables": {t: {"rows": counts[t], "deleted": deleted[t]} for t in counts}}
+        summary = f"prepared transaction {self.gid}: " + ", ".join(
+            f"{n} rows for {t}" + (f" replacing {deleted[t]}" if deleted[t] else "") for t, n in counts.items())
+        wrong = [f"promoted {n} rows into {t} but Spark staged {expected.get(t)}"
+                 for t, n in counts.items() if n != expected.get(t)]
+        return Vote(self.name, not wrong, sum(counts.values()), committable, "; ".join(wrong), counts, summary)
+
+    def _promote(self, cur, target: PostgresTarget) -> tuple[int, int]:
+        """Delete the replaced rows (mode replace) and insert the table's staged rows with
+        the load id; (rows inserted, rows deleted)."""
+        columns = self.target_columns(cur, target)
+        deleted = 0
+        if target.mode == "replace":
+            where = sql.SQL(" and ").join(sql.SQL("{} = %s").format(sql.Identifier(c)) for c in target.replace_where)
+            cur.execute(sql.SQL("delete from {} where ").format(sql.Identifier(target.schema, target.relation))
+                        + where, list(target.replace_where.values()))
+            deleted = cur.rowcount
+        column_list = sql.SQL(", ").join(map(sql.Identifier, columns))
+        cur.execute(sql.SQL("insert into {} ({}, load_id) select {}, %s from {}").format(
+            sql.Identifier(target.schema, target.relation), column_list, column_list,
+            sql.SQL(self.staging[target.table])), (self.load_id,))
+        return cur.rowcount, deleted
 
     def check(self, vote: Vote) -> str:
         gid = vote.committable["gid"]
@@ -394,7 +413,8 @@ class PostgresParticipant(Participant):
     def commit(self, vote: Vote | None = None) -> Outcome:
         """COMMIT PREPARED. Handles: done now; done before (marker visible); the prepared
         transaction gone without its marker (rolled back outside the protocol, or by an
-        abort: FAILED); server unreachable, a lock or a conflict (RETRY_LATER)."""
+        abort: FAILED); a lock or a conflict (RETRY_LATER); server down (ServerUnreachable,
+        which outcome_of makes RETRY_LATER)."""
         try:
             with _autocommit(self.dsn) as cur:
                 try:
@@ -414,32 +434,34 @@ class PostgresParticipant(Participant):
             return Outcome(self.name, Kind.RETRY_LATER, one_line(str(exc)))
 
     def clean_up(self, vote: Vote | None = None) -> str:
-        """After the commit: drop the staging table. '' when done, else why it was left
+        """After the commit: drop the staging tables. '' when done, else why one was left
         (recovery's orphan sweep drops it later); never raises, the load is committed."""
-        try:
-            drop_staging_table(self.dsn, ids.staging_table(self.load_id))
-        except (psycopg2.Error, ServerUnreachable) as exc:
-            return one_line(f"staging table {self.staging} left for recovery: {exc}")
-        return ""
+        left = []
+        for staging in self.staging.values():
+            try:
+                drop_staging_table(self.dsn, staging.split(".", 1)[1])
+            except (psycopg2.Error, ServerUnreachable) as exc:
+                left.append(one_line(f"staging table {staging} left for recovery: {exc}"))
+        return "; ".join(left)
 
     def abort(self, vote: Vote | None = None) -> Outcome:
         """ROLLBACK PREPARED and drop staging. Handles: prepared (rolled back now); never
         prepared or rolled back before (ALREADY_DONE, staging dropped if left); committed
-        already (FAILED: cannot be undone); server unreachable, a lock (RETRY_LATER).
+        already (FAILED: cannot be undone); a lock (RETRY_LATER).
         `vote`, when the load got that far, gives the count of prepared rows discarded."""
         try:
             with _autocommit(self.dsn) as cur:
                 if self._marker(cur) is not None:
                     return Outcome(self.name, Kind.FAILED, f"{self.gid} is already committed; it cannot be rolled back")
                 discarded = _rollback_gid(cur, self.gid)
-                staged = self._drop_staging(cur)
+                staged = [n for n in (self._drop_staging(cur, s) for s in self.staging.values()) if n is not None]
         except psycopg2.OperationalError as exc:  # a lock or a conflict
             return Outcome(self.name, Kind.RETRY_LATER, one_line(str(exc)))
         counts = {"prepared_transaction": "rolled back" if discarded else "none",
-                  "staged_rows_dropped": staged or 0}
+                  "staged_rows_dropped": sum(staged)}
         if discarded and vote is not None:
             counts["prepared_rows_discarded"] = vote.count
-        done = discarded or staged is not None
+        done = discarded or bool(staged)
         return Outcome(self.name, Kind.DONE if done else Kind.ALREADY_DONE, counts=counts)
 
     def unreachable(self, exc: BaseException) -> ServerUnreachable | None:
@@ -447,16 +469,19 @@ class PostgresParticipant(Participant):
 
     # -- readers and recovery -------------------------------------------------------------
     def visible(self, load_ids: list[str]) -> dict[str, dict[str, int]]:
-        """Rows of each load in the table, as any reader (read committed) counts them."""
-        table = self.target.table
-        found: dict[str, int] = {}
+        """Rows of each load in each table, as any reader (read committed) counts them."""
+        seen: dict[str, dict[str, int]] = {lid: {} for lid in load_ids}
         with _autocommit(self.dsn) as cur:
-            cur.execute("select to_regclass(%s)", (table,))
-            if cur.fetchone()[0] is not None:
-                cur.execute(sql.SQL("select load_id, count(*) from {} where load_id = any(%s) group by load_id")
-                            .format(sql.Identifier(self.target.schema, self.target.name)), (list(load_ids),))
-                found = dict(cur.fetchall())
-        return {lid: {table: found.get(lid, 0)} for lid in load_ids}
+            for target in self.tables:
+                found: dict[str, int] = {}
+                cur.execute("select to_regclass(%s)", (target.table,))
+                if cur.fetchone()[0] is not None:
+                    cur.execute(sql.SQL("select load_id, count(*) from {} where load_id = any(%s) group by load_id")
+                                .format(sql.Identifier(target.schema, target.relation)), (list(load_ids),))
+                    found = dict(cur.fetchall())
+                for lid in load_ids:
+                    seen[lid][target.table] = found.get(lid, 0)
+        return seen
 
     @classmethod
     def sweep(cls, dsn: str, state_of) -> list[Swept]:
@@ -490,11 +515,12 @@ class PostgresParticipant(Participant):
         cur.execute(f"select rows, deleted from {MARKERS} where gid = %s", (self.gid,))
         return cur.fetchone()
 
-    def _drop_staging(self, cur) -> int | None:
-        cur.execute("select to_regclass(%s)", (self.staging,))
+    @staticmethod
+    def _drop_staging(cur, staging: str) -> int | None:
+        cur.execute("select to_regclass(%s)", (staging,))
         if cur.fetchone()[0] is None:
             return None
-        cur.execute(f"select count(*) from {self.staging}")
+        cur.execute(f"select count(*) from {staging}")
         staged = cur.fetchone()[0]
-        cur.execute(f"drop table {self.staging}")
+        cur.execute(f"drop table {staging}")
         return staged
