@@ -54,7 +54,7 @@ class KafkaUnreachable(ServerUnreachable):
 
 
 class PostgresUnreachable(ServerUnreachable):
-    pass
+    first_line = ""  # libpq's own first line ("connection to server at ... failed: Connection refused")
 
 
 def one_line(text: str, limit: int = MAX_LENGTH) -> str:
@@ -219,8 +219,10 @@ def postgres_unreachable(dsn: str, exc: BaseException) -> PostgresUnreachable | 
     # Connection failures have no SQLSTATE; 57P*: shutting down or starting; 53300: too many connections.
     if code is not None and not code.startswith("57P") and code != "53300":
         return None
-    return PostgresUnreachable(one_line(f"Postgres at {postgres_address(dsn)} is unreachable: {one_line(exc)}; "
+    down = PostgresUnreachable(one_line(f"Postgres at {postgres_address(dsn)} is unreachable: {one_line(exc)}; "
                                         "start it (or fix the connection) and retry"))
+    down.first_line = next((line.strip() for line in str(exc).splitlines() if line.strip()), "no message")
+    return down
 
 
 def postgres_address(dsn: str) -> str:

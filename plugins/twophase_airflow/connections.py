@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from psycopg2.extensions import make_dsn
+from contextlib import contextmanager
 
+from psycopg2.extensions import make_dsn, parse_dsn
+
+from twophase.errors import PostgresUnreachable, postgres_unreachable
 from twophase.spec import Connections, SpecError
 
 from .targets import DEFAULT_KAFKA
@@ -49,3 +52,26 @@ def _address(kind: str, conn_id: str) -> str:
     if not servers:
         raise SpecError(f"Airflow connection {conn_id!r} has no 'bootstrap.servers' in its extra")
     return servers
+
+
+@contextmanager
+def log_database(conn_id: str, dsn: str):
+    """The transaction log's database (Airflow connection `conn_id`) that cannot be reached
+    raises PostgresUnreachable with one readable line naming the connection (the task's
+    retries apply). Which errors mean that is the core's rule (errors.postgres_unreachable);
+    errors of a reachable server (deadlocks, cancelled queries) pass unchanged."""
+    try:
+        yield
+    except Exception as exc:
+        down = postgres_unreachable(dsn, exc)
+        if down is None:
+            raise
+        # libpq's first line says what failed ("... port 1 failed: Connection refused"); the
+        # next ones are hints the fix below covers. It never quotes the password, but be sure.
+        detail = down.first_line or str(down)
+        password = parse_dsn(dsn).get("password")
+        if password:
+            detail = detail.replace(password, "***")
+        raise PostgresUnreachable(
+            f"cannot reach Postgres (Airflow connection {conn_id!r}): {detail}; check that the server runs "
+            "and that the connection's host, port, database, login and password are right") from None

@@ -7,15 +7,14 @@ the load id from the DAG run (retries share it) and is safe to retry.
 from __future__ import annotations
 
 import logging
-from contextlib import closing, contextmanager
+from contextlib import closing
 from datetime import date, datetime, time, timedelta, timezone
 
 import psycopg2
-from psycopg2.extensions import parse_dsn
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from twophase import coordinator, ids
-from twophase.errors import PostgresUnreachable, one_line, postgres_unreachable
+from twophase.errors import ServerUnreachable, one_line
 from twophase.log import TransactionLog, UnknownLoad
 from twophase.outcome import Outcome
 from twophase.spec import Connections, LoadSpec, SpecError
@@ -23,7 +22,7 @@ from twophase.states import TERMINAL, State
 from twophase.voting import MaxRejectedShare, MaxSkippedFiles, MinRows
 
 from .config import Interval, LoadConfig
-from .connections import from_airflow
+from .connections import from_airflow, log_database
 from .errors import airflow_outcome
 
 log = logging.getLogger("twophase")
@@ -97,7 +96,7 @@ def _begin(cfg: LoadConfig, pipeline: str, context) -> bool:
     except SpecError as exc:
         raise AirflowFailException(f"the load is described wrongly: {exc}") from None
     try:
-        with _postgres(cfg, conns):
+        with log_database(cfg.log_conn_id, conns.pg_dsn):
             for conn_id, ddl in cfg.ddl:
                 dsn = conns.pg_dsn if conn_id == cfg.log_conn_id else conns.named[conn_id][1]
                 with closing(psycopg2.connect(dsn)) as conn, conn, conn.cursor() as cur:
@@ -147,12 +146,12 @@ def vote(cfg: LoadConfig, pipeline: str, context, commit_task: str, rollback_tas
     """Gather the votes, apply the quality gates, log the decision durably, branch."""
     lid, conns, txlog = _the_load(cfg, pipeline, context)
     try:
-        with _postgres(cfg, conns):
+        with log_database(cfg.log_conn_id, conns.pg_dsn):
             txlog.get(lid)
     except UnknownLoad:
         raise AirflowSkipException(f"no load {lid} was begun ({_begin_said(context)}), "
                                    "so there is nothing to vote on") from None
-    except PostgresUnreachable:
+    except ServerUnreachable:
         # Begin failed and the log cannot be read: most likely no load was begun (a load an
         # earlier begin attempt logged is resolved by twophase_recovery). Finish says why.
         if context["ti"].xcom_pull(task_ids=BEGIN_TASK, key=REFUSED):
@@ -224,7 +223,7 @@ def finish(cfg: LoadConfig, pipeline: str, context) -> None:
     """
     lid, conns, txlog = _the_load(cfg, pipeline, context)
     try:
-        with _postgres(cfg, conns):
+        with log_database(cfg.log_conn_id, conns.pg_dsn):
             load = txlog.get(lid)
     except UnknownLoad:
         nothing_to_do = context["ti"].xcom_pull(task_ids=BEGIN_TASK, key=NOTHING_TO_DO)
@@ -232,7 +231,7 @@ def finish(cfg: LoadConfig, pipeline: str, context) -> None:
             log.info("nothing to do: %s", nothing_to_do)
             return
         raise AirflowFailException(f"no load was begun: {_begin_said(context)}") from None
-    except PostgresUnreachable as exc:
+    except ServerUnreachable as exc:
         if context["ti"].xcom_pull(task_ids=BEGIN_TASK, key=REFUSED):
             raise AirflowFailException(f"no load was begun: {_begin_said(context)}") from None
         raise AirflowFailException(f"the outcome of load {lid} cannot be read now: {exc}") from None
@@ -252,32 +251,10 @@ def _begin_said(context) -> str:
             or "begin failed without saying why (it may have been killed); see its log")
 
 
-@contextmanager
-def _postgres(cfg: LoadConfig, conns: Connections):
-    """A Postgres that cannot be reached raises PostgresUnreachable with one readable line
-    naming the Airflow connection (the task's retries apply). Which errors mean that is the
-    core's rule (errors.postgres_unreachable); errors of a reachable server (deadlocks,
-    cancelled queries) pass unchanged."""
-    try:
-        yield
-    except psycopg2.OperationalError as exc:
-        if postgres_unreachable(conns.pg_dsn, exc) is None:
-            raise
-        # libpq's first line says what failed ("... port 1 failed: Connection refused"); the
-        # next ones are hints the fix below covers. It never quotes the password, but be sure.
-        detail = next((line.strip() for line in str(exc).splitlines() if line.strip()), "no message")
-        password = parse_dsn(conns.pg_dsn).get("password")
-        if password:
-            detail = detail.replace(password, "***")
-        raise PostgresUnreachable(
-            f"cannot reach Postgres (Airflow connection {cfg.log_conn_id!r}): {detail}; check that the server runs "
-            "and that the connection's host, port, database, login and password are right") from None
-
-
 def _one_line(exc: BaseException, limit: int = 500) -> str:
     """An exception as one line: our own failures as their message, others with their type."""
     text = str(exc).strip() or "no message"
-    if not isinstance(exc, (AirflowFailException, PostgresUnreachable, SpecError)):
+    if not isinstance(exc, (AirflowFailException, ServerUnreachable, SpecError)):
         text = f"{type(exc).__name__}: {text}"
     return one_line(text, limit)
 
