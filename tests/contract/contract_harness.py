@@ -1,0 +1,359 @@
+"""One harness per participant implementation: what the contract suite needs to drive it.
+
+A harness builds participants of its kind for a load id on fresh instances (the contract:
+every hook may run on a fresh instance), stages N rows into one through the staging pass,
+reads what a real reader of its targets sees, finds a load's leftover staging, loses a
+load's prepared data from outside, and sweeps. The tests (test_participant_contract.py)
+are written once against this interface; this module is the only place that constructs
+participants, so a change of their constructors is absorbed here.
+
+- MemoryHarness: MemoryParticipant over a MemoryStore (two targets), staged through
+  LocalStage from plain rows. No server, no Spark: fast.
+- PostgresHarness / KafkaHarness: the real participants on the local stack, each with two
+  targets (two fresh tables in one database, two fresh topics on one cluster) per test. The normal staging pass is spark_stage.stage over the session's Spark;
+  a pass with controlled task attempts (a first attempt that dies) computes the staged
+  frame once with Spark (the participant's Staging.columns) and drives the writers
+  in-process with LocalStage, as Spark would: fresh unpickled writers per attempt, only
+  successful attempts report.
+
+A crash is simply dropping the participant instance: nothing survives between hooks but
+the vote, so whatever the load left on the server is what a killed process leaves.
+"""
+
+from __future__ import annotations
+
+import itertools
+from abc import ABC, abstractmethod
+from collections import Counter
+from dataclasses import dataclass, replace
+from datetime import date, timedelta
+from typing import Callable, Mapping
+
+import pytest
+
+from twophase import ids
+from twophase.participant import Participant, Swept
+from twophase.participants.memory import LocalFrame, LocalStage, MemoryParticipant, MemoryStore
+from twophase.votes import Vote
+
+IMPLEMENTATIONS = ("memory", "postgres", "kafka")
+ROWS = 30          # rows per load
+PARTITIONS = 3     # Spark partitions (partition 0 gets several batches)
+BATCH_ROWS = 4     # rows per Arrow batch in the in-process staging pass
+_serial = itertools.count(1)
+
+
+def violated_by(**reasons: str):
+    """Mark a contract test as known to fail for these implementations ({kind: reason}):
+    conftest turns each into xfail(strict=True) for that implementation only."""
+    def mark(test):
+        test.violated_by = reasons
+        return test
+    return mark
+
+
+@dataclass
+class Staged:
+    """One participant's staging pass: what its prepare() takes."""
+
+    marks: dict
+    reports: dict[str, list[dict]]   # per target, the successful attempts' reports
+    expected: dict[str, int]         # per target, the rows the pass streamed
+    attempts: list | None = None     # LocalStage.attempts when attempts were controlled
+
+
+class Harness(ABC):
+    kind: str
+    participant_class: type[Participant]
+    sweeps_staging = True  # False: staging of this kind is never swept (Kafka: retention deletes it)
+
+    def __init__(self, request: pytest.FixtureRequest):
+        self.request = request
+        self.load_ids: list[str] = []
+
+    def load_id(self) -> str:
+        """A fresh load id of this test (cleaned up at close)."""
+        lid = ids.load_id_for("contract", f"{self.request.node.name}-{next(_serial)}-{id(self):x}")
+        self.load_ids.append(lid)
+        return lid
+
+    @abstractmethod
+    def participant(self, load_id: str) -> Participant:
+        """A fresh instance for the load, as a later step in another process builds it."""
+
+    @property
+    @abstractmethod
+    def endpoint(self) -> str: ...
+
+    @abstractmethod
+    def stage(self, p: Participant, rows: int = ROWS, attempts: LocalStage | None = None) -> Staged:
+        """p.stage() then the staging pass over `rows` rows. `attempts`: a LocalStage
+        whose knobs (crash_midway, crash_staged) make some first attempts die."""
+
+    @abstractmethod
+    def seen(self, load_id: str) -> dict[str, int]:
+        """Per target, the load's rows a real reader sees now (not through visible())."""
+
+    @abstractmethod
+    def leftovers(self, load_id: str) -> list[str]:
+        """The load's staging and prepared data still on the server, described."""
+
+    @abstractmethod
+    def lose_prepared(self, load_id: str, vote: Vote) -> None:
+        """Lose the load's prepared data outside the protocol (an operator, retention)."""
+
+    def sweep(self, state_of: Callable[[set[str]], Mapping]) -> list[Swept]:
+        return self.participant_class.sweep(self.endpoint, state_of)
+
+    def prepare(self, p: Participant, staged: Staged, expected: Mapping[str, int] | None = None) -> Vote:
+        return p.prepare(staged.marks, staged.reports, dict(expected if expected is not None else staged.expected))
+
+    def nothing(self, p: Participant) -> dict[str, int]:
+        return {t: 0 for t in p.targets}
+
+    def all_rows(self, p: Participant, rows: int = ROWS) -> dict[str, int]:
+        return {t: rows for t in p.targets}
+
+    def close(self) -> None:
+        """Discard whatever the test's loads left (a failed test must not leave locks)."""
+
+
+def _staged_of(p: Participant, marks: dict, staged) -> Staged:
+    """Our participant's share of a spark_stage.Staged."""
+    return Staged(marks, staged.reports[p.name], {t: staged.expected[t] for t in p.targets})
+
+
+# -- memory ------------------------------------------------------------------------------------
+
+
+class MemoryHarness(Harness):
+    kind = "memory"
+    participant_class = MemoryParticipant
+    TARGETS = ("mem.orders", "mem.daily")
+    NAME = "memory"
+
+    def __init__(self, request):
+        super().__init__(request)
+        self.store = MemoryStore()
+
+    @property
+    def endpoint(self) -> str:
+        return self.store.endpoint
+
+    def participant(self, load_id: str) -> MemoryParticipant:
+        return MemoryParticipant(self.store, load_id, self.TARGETS, name=self.NAME)
+
+    def stage(self, p, rows=ROWS, attempts=None) -> Staged:
+        frame = LocalFrame.of_rows([{"customer_id": f"c{i:06d}", "orders": i % 7 + 1} for i in range(rows)],
+                                   partitions=PARTITIONS, batch_rows=BATCH_ROWS)
+        staging = p.stage({"": frame.columns})
+        run = attempts or LocalStage()
+        return replace(_staged_of(p, staging.marks, run(frame, {p.name: staging})), attempts=run.attempts)
+
+    def seen(self, load_id):
+        with self.store.lock:
+            committed = self.store.committed.get((self.NAME, load_id), {})
+            return {t: len(committed.get(t, [])) for t in self.TARGETS}
+
+    def leftovers(self, load_id):
+        with self.store.lock:
+            found = [f"{n} rows staged in {t} part {part} attempt {a}"
+                     for (lid, t, part, a), rows in self.store.staged.items() if lid == load_id and (n := len(rows))]
+            if (self.NAME, load_id) in self.store.prepared:
+                found.append("prepared data")
+        return found
+
+    def lose_prepared(self, load_id, vote):
+        assert self.store.lose(self.NAME, load_id), "nothing was prepared to lose"
+
+
+# -- the real participants ---------------------------------------------------------------------
+
+
+class SparkHarness(Harness):
+    """Stages make_df's rows (tests/support) with the session's Spark."""
+
+    def stage(self, p, rows=ROWS, attempts=None) -> Staged:
+        from pyspark.sql import functions as F
+
+        from support import make_df
+        from twophase import spark_stage
+
+        # A day of its own per staging pass: two loads prepared at once into a keyed table
+        # would wait on each other's prepared rows.
+        day = (date(2026, 1, 1) + timedelta(days=next(_serial))).isoformat()
+        df = make_df(self.request.getfixturevalue("spark"), rows, partitions=PARTITIONS, day=day)
+        staging = p.stage({"": list(df.columns)})  # the job's main frame only
+        if attempts is None:
+            return _staged_of(p, staging.marks, spark_stage.stage(df, {p.name: staging}))
+        # The staged frame as the staging pass computes it (every target's extra columns), once;
+        # then the writers in-process.
+        extra = {n: sql for target in staging.writers for n, sql in staging.columns.get(target, {}).items()}
+        table = df.select("*", *[F.expr(sql).alias(n) for n, sql in extra.items()]).toArrow()
+        size = -(-table.num_rows // PARTITIONS)
+        frame = LocalFrame({part: table.slice(part * size, size).to_batches(max_chunksize=BATCH_ROWS)
+                            for part in range(PARTITIONS)})
+        result = attempts(frame, {p.name: replace(staging, columns={})})
+        return replace(_staged_of(p, staging.marks, result), attempts=attempts.attempts)
+
+
+class PostgresHarness(SparkHarness):
+    kind = "postgres"
+
+    def __init__(self, request):
+        super().__init__(request)
+        from twophase.participants.postgres import PostgresParticipant
+        from twophase.spec import PostgresTarget
+
+        self.participant_class = PostgresParticipant
+        self.dsn = request.getfixturevalue("pg_dsn")
+        first = request.getfixturevalue("target")["table"]
+        self.tables = [first, f"{first}_b"]  # two tables: one prepared transaction covers both
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"create table {self.tables[1]} (like {first} including all)")
+        finally:
+            conn.close()
+        self.targets = [PostgresTarget(t) for t in self.tables]
+
+    @property
+    def endpoint(self) -> str:
+        return self.dsn
+
+    def participant(self, load_id):
+        return self.participant_class(self.dsn, self.targets, load_id)
+
+    def seen(self, load_id):
+        from support import count_table_rows
+
+        return {t: count_table_rows(self.dsn, t, load_id) for t in self.tables}  # connections of its own
+
+    def _gids(self, cur, load_id) -> list[str]:
+        cur.execute("select gid from pg_prepared_xacts where gid like %s and database = current_database()",
+                    (ids.GID_PREFIX + "%",))
+        return [g for (g,) in cur.fetchall() if ids.load_id_of_gid(g) == load_id]
+
+    def _staging_tables(self, cur, load_id) -> list[str]:
+        cur.execute("""select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace
+                       where n.nspname = %s and c.relkind = 'r' and obj_description(c.oid, 'pg_class') = %s""",
+                    (ids.STAGING_SCHEMA, load_id))
+        return [r[0] for r in cur.fetchall()]
+
+    def _connect(self):
+        import psycopg2
+
+        conn = psycopg2.connect(self.dsn)
+        conn.autocommit = True
+        return conn
+
+    def leftovers(self, load_id):
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                return ([f"prepared transaction {g}" for g in self._gids(cur, load_id)]
+                        + [f"staging table {ids.STAGING_SCHEMA}.{t}" for t in self._staging_tables(cur, load_id)])
+        finally:
+            conn.close()
+
+    def lose_prepared(self, load_id, vote):
+        """ROLLBACK PREPARED of the load's transaction from outside, as an operator would."""
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                gids = self._gids(cur, load_id)
+                assert gids, "nothing was prepared to lose"
+                for gid in gids:
+                    cur.execute("rollback prepared %s", (gid,))
+        finally:
+            conn.close()
+
+    def close(self):
+        from psycopg2 import sql
+
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("set lock_timeout = '10s'")
+                for lid in self.load_ids:
+                    for gid in self._gids(cur, lid):
+                        cur.execute("rollback prepared %s", (gid,))
+                    for table in self._staging_tables(cur, lid):
+                        cur.execute(sql.SQL("drop table if exists {}").format(sql.Identifier(ids.STAGING_SCHEMA, table)))
+                for table in self.tables:
+                    cur.execute(f"drop table if exists {table}")
+        finally:
+            conn.close()
+
+
+class KafkaHarness(SparkHarness):
+    kind = "kafka"
+    sweeps_staging = False  # staged records are never promoted, and expire with the staging topic's retention
+
+    def __init__(self, request):
+        super().__init__(request)
+        from twophase.participants.kafka import KafkaParticipant
+        from twophase.spec import KafkaTarget
+
+        self.participant_class = KafkaParticipant
+        self.bootstrap = request.getfixturevalue("kafka_bootstrap")
+        first = request.getfixturevalue("target")["topic"]
+        # two topics: one copy transaction covers both
+        self.targets = [KafkaTarget(t, key_column="customer_id", partitions=PARTITIONS) for t in (first, f"{first}-b")]
+
+    @property
+    def endpoint(self) -> str:
+        return self.bootstrap
+
+    def participant(self, load_id):
+        return self.participant_class(self.bootstrap, self.targets, load_id)
+
+    def seen(self, load_id):
+        """Records with header load_id, read by a read_committed consumer of each topic."""
+        from support import header, read_topic
+
+        return {t.topic: Counter(header(msg, "load_id") for msg in read_topic(self.bootstrap, t.topic))[load_id]
+                for t in self.targets}
+
+    def leftovers(self, load_id):
+        return []  # nothing a sweep could act on: staged records are left to retention
+
+    def lose_prepared(self, load_id, vote):
+        """Delete the staging topic's records (as retention would), so the staged ranges
+        the vote names are gone."""
+        from confluent_kafka import Consumer, TopicPartition
+        from confluent_kafka.admin import AdminClient
+
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"contract-{load_id}"})
+        try:
+            ends = []
+            for staging in (t.staging_topic for t in self.targets):
+                metadata = consumer.list_topics(staging, timeout=30).topics[staging]
+                ends += [TopicPartition(staging, p, consumer.get_watermark_offsets(TopicPartition(staging, p),
+                                                                                   timeout=30)[1])
+                         for p in metadata.partitions]
+        finally:
+            consumer.close()
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})  # referenced until the futures end
+        futures = admin.delete_records([tp for tp in ends if tp.offset > 0], request_timeout=30, operation_timeout=30)
+        for future in futures.values():
+            future.result(60)
+
+    def close(self):
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        existing = admin.list_topics(timeout=30).topics
+        topics = [name for t in self.targets for name in (t.topic, t.staging_topic) if name in existing]
+        for future in (admin.delete_topics(topics, operation_timeout=30).values() if topics else ()):
+            try:
+                future.result(60)
+            except Exception:  # noqa: BLE001 - hygiene only: a leftover test topic harms nothing
+                pass
+
+
+HARNESSES: dict[str, type[Harness]] = {"memory": MemoryHarness, "postgres": PostgresHarness, "kafka": KafkaHarness}
+
+
+def harness_for(kind: str, request) -> Harness:
+    return HARNESSES[kind](request)

@@ -1,0 +1,258 @@
+"""The participant contract (twophase/participant.py), checked once per implementation.
+
+Each test runs against every harness of contract_harness (memory, postgres, kafka). A
+step after staging runs on a fresh participant instance, as the coordinator's later tasks
+do (another process, later). "Seen" is what a real reader counts (a separate Postgres
+connection counting rows by load_id; a read_committed consumer counting records by header
+load_id; the memory store's committed rows), checked against visible().
+
+These loads are driven without a transaction log. A recovery sweep run meanwhile against
+the same database by another suite (tests/core/test_crash_recovery.py, the recovery DAG)
+takes them for orphans of unknown loads and discards their staging and prepared
+transactions: run the Postgres tests of this suite while no recovery runs on the stack.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from contract_harness import ROWS, violated_by
+from twophase.outcome import Kind
+from twophase.participants.memory import LocalStage
+from twophase.states import State
+
+KAFKA_ABORT_LEAVES_NO_TRACE = (
+    "KafkaParticipant.abort only fences the copy's transactional id and records nothing, so a later commit(vote) "
+    "finds its offsets uncommitted, copies the staged records and returns DONE: the aborted load becomes visible "
+    "(contract: commit after abort returns FAILED and never acts)")
+
+
+def staged_and_prepared(h, rows=ROWS):
+    """A load staged and prepared on one instance (as the prepare task does): (load id, vote)."""
+    lid = h.load_id()
+    p = h.participant(lid)
+    vote = h.prepare(p, h.stage(p, rows))
+    assert vote.yes, vote.reason
+    return lid, vote
+
+
+def visible(h, lid) -> dict[str, int]:
+    return h.participant(lid).visible([lid])[lid]
+
+
+def assert_nothing_visible(h, lid):
+    nothing = h.nothing(h.participant(lid))
+    assert h.seen(lid) == nothing, "a real reader sees rows of the load"
+    assert visible(h, lid) == nothing, "visible() reports rows of the load"
+
+
+# 1 -------------------------------------------------------------------------------------------
+
+
+def test_nothing_visible_before_commit_and_visible_agrees_with_readers_after(harness):
+    h = harness
+    lid, other = h.load_id(), h.load_id()
+    p = h.participant(lid)
+    staged = h.stage(p)
+    assert_nothing_visible(h, lid)  # staged
+    vote = h.prepare(p, staged)
+    assert vote.yes, vote.reason
+    assert_nothing_visible(h, lid)  # prepared
+
+    assert h.participant(lid).commit(vote).kind == Kind.DONE
+    everything = h.all_rows(p)
+    assert h.seen(lid) == everything
+    # visible() names every load asked about and every target, 0 where nothing is visible
+    assert h.participant(lid).visible([lid, other]) == {lid: everything, other: h.nothing(p)}
+
+
+# 2 -------------------------------------------------------------------------------------------
+
+
+def test_prepare_votes_yes_with_the_rows_staged_per_target(harness):
+    h = harness
+    lid = h.load_id()
+    p = h.participant(lid)
+    staged = h.stage(p)
+    assert staged.expected == h.all_rows(p)
+    vote = h.prepare(p, staged)
+    assert vote.yes, vote.reason
+    assert vote.participant == p.name
+    assert vote.counts == h.all_rows(p)
+    assert vote.count == ROWS * len(p.targets)
+    assert vote.summary
+
+
+def test_prepare_votes_no_when_fewer_rows_were_expected_than_staged(harness):
+    h = harness
+    lid = h.load_id()
+    p = h.participant(lid)
+    staged = h.stage(p)
+    vote = h.prepare(p, staged, expected={t: n - 1 for t, n in staged.expected.items()})  # never raises
+    assert not vote.yes
+    assert vote.reason
+    assert_nothing_visible(h, lid)
+    assert h.participant(lid).abort(vote).ok  # a no vote is still discarded by abort
+    assert_nothing_visible(h, lid)
+
+
+# 3 -------------------------------------------------------------------------------------------
+
+
+def test_commit_is_idempotent_on_fresh_instances(harness):
+    h = harness
+    lid, vote = staged_and_prepared(h)
+    assert h.participant(lid).commit(vote).kind == Kind.DONE
+    again = h.participant(lid).commit(vote)
+    assert again.kind == Kind.ALREADY_DONE, again.describe()
+    everything = h.all_rows(h.participant(lid))
+    assert h.seen(lid) == everything, "a repeated commit duplicated or lost rows"
+    assert visible(h, lid) == everything
+
+
+@pytest.mark.parametrize("after", ["stage", "prepare"])
+def test_abort_is_idempotent_on_fresh_instances(harness, after):
+    h = harness
+    lid = h.load_id()
+    p = h.participant(lid)
+    staged = h.stage(p)
+    vote = h.prepare(p, staged) if after == "prepare" else None
+    first = h.participant(lid).abort(vote)
+    assert first.kind == Kind.DONE, first.describe()
+    again = h.participant(lid).abort(vote)
+    assert again.kind in (Kind.DONE, Kind.ALREADY_DONE), again.describe()
+    assert_nothing_visible(h, lid)
+    assert h.leftovers(lid) == [], "abort left staging behind"
+
+
+def test_clean_up_after_commit_leaves_nothing_and_keeps_the_data(harness):
+    h = harness
+    lid, vote = staged_and_prepared(h)
+    assert h.participant(lid).commit(vote).kind == Kind.DONE
+    assert h.participant(lid).clean_up(vote) == ""
+    assert h.participant(lid).clean_up(vote) == "", "a repeated clean_up left something"
+    assert h.leftovers(lid) == [], "clean_up left staging behind"
+    everything = h.all_rows(h.participant(lid))
+    assert h.seen(lid) == everything
+    assert visible(h, lid) == everything
+
+
+# 4 -------------------------------------------------------------------------------------------
+
+
+@violated_by(kafka=KAFKA_ABORT_LEAVES_NO_TRACE)
+def test_commit_after_abort_fails_and_never_acts(harness):
+    h = harness
+    lid, vote = staged_and_prepared(h)
+    assert h.participant(lid).abort(vote).kind == Kind.DONE
+    refused = h.participant(lid).commit(vote)
+    assert refused.kind == Kind.FAILED, refused.describe()
+    assert refused.reason
+    assert_nothing_visible(h, lid)
+
+
+def test_abort_after_commit_fails_and_the_data_stays(harness):
+    h = harness
+    lid, vote = staged_and_prepared(h)
+    assert h.participant(lid).commit(vote).kind == Kind.DONE
+    refused = h.participant(lid).abort(vote)
+    assert refused.kind == Kind.FAILED, refused.describe()
+    assert refused.reason
+    everything = h.all_rows(h.participant(lid))
+    assert h.seen(lid) == everything
+    assert visible(h, lid) == everything
+
+
+# 5 -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("first_attempt", ["dies_midway", "staged_then_lost"])
+def test_a_retried_staging_attempt_leaves_no_duplicate(harness, first_attempt):
+    """Partition 0's first attempt writes its first batch and dies (dies_midway), or
+    stages all of it and dies before reporting (staged_then_lost, as a lost executor):
+    a second attempt writes the whole partition; only it reports."""
+    h = harness
+    lid = h.load_id()
+    p = h.participant(lid)
+    knob = {"crash_midway": frozenset({0})} if first_attempt == "dies_midway" else {"crash_staged": frozenset({0})}
+    staged = h.stage(p, attempts=LocalStage(**knob))
+    tries = [(part, outcome) for part, _, outcome in staged.attempts if part == 0]
+    assert len(tries) == 2 and tries[0][1].startswith("failed") and tries[1][1] == "ok", staged.attempts
+    assert staged.expected == h.all_rows(p)
+
+    vote = h.prepare(p, staged)
+    assert vote.yes, vote.reason
+    assert vote.counts == h.all_rows(p)
+    assert_nothing_visible(h, lid)
+    assert h.participant(lid).commit(vote).kind == Kind.DONE
+    everything = h.all_rows(p)
+    assert h.seen(lid) == everything, "the failed attempt's rows became visible too"
+    assert visible(h, lid) == everything
+
+
+# 6 -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("log_says", ["unknown", "ABORTED"])
+@pytest.mark.parametrize("crash_after", ["stage", "prepare"])
+def test_orphans_of_a_crashed_load_are_found_and_swept(harness, crash_after, log_says):
+    """A load crashes (its instance is dropped) after staging or after preparing; the log
+    does not know it, or says ABORTED. sweep() discards its staging and prepared data, and
+    leaves a bystander load the log says is PREPARED alone."""
+    h = harness
+    bystander, bystander_vote = staged_and_prepared(h)
+    lid = h.load_id()
+    p = h.participant(lid)
+    staged = h.stage(p)
+    if crash_after == "prepare":
+        assert h.prepare(p, staged).yes
+    del p, staged  # the crash: nothing of the process survives
+
+    left, bystander_left = h.leftovers(lid), h.leftovers(bystander)
+    if h.sweeps_staging:
+        assert left, "the crashed load left nothing to sweep?"
+    asked: list[set] = []
+
+    def state_of(load_ids):
+        asked.append(set(load_ids))
+        states = {x: State.PREPARED for x in load_ids if x != lid}  # other loads (other tests too) are live
+        if log_says == "ABORTED" and lid in load_ids:
+            states[lid] = State.ABORTED
+        return states
+
+    swept = h.sweep(state_of)
+    mine = [s for s in swept if s.load_id == lid]
+    if h.sweeps_staging:
+        assert mine, f"sweep found none of {left}; swept {swept}"
+        assert all(s.action for s in mine)
+        assert lid in set().union(*asked), "sweep did not ask the log about the crashed load"
+    else:
+        assert swept == []
+    assert [s for s in swept if s.load_id != lid] == [], "sweep discarded another load's staging"
+    assert h.leftovers(lid) == []
+    assert_nothing_visible(h, lid)
+    assert [s for s in h.sweep(state_of) if s.load_id == lid] == [], "a second sweep found the load again"
+
+    # The bystander is untouched and still commits whole.
+    assert h.leftovers(bystander) == bystander_left
+    assert h.participant(bystander).check(bystander_vote) == ""
+    assert h.participant(bystander).commit(bystander_vote).kind == Kind.DONE
+    assert h.seen(bystander) == h.all_rows(h.participant(bystander))
+
+
+# 7 -------------------------------------------------------------------------------------------
+
+
+def test_check_passes_a_valid_vote_and_names_lost_prepared_data(harness):
+    h = harness
+    lid, vote = staged_and_prepared(h)
+    assert h.participant(lid).check(vote) == ""
+    assert h.participant(lid).check(vote) == "", "check is not repeatable"
+
+    h.lose_prepared(lid, vote)
+    problem = h.participant(lid).check(vote)
+    assert isinstance(problem, str) and problem, "check did not notice the prepared data is gone"
+    refused = h.participant(lid).commit(vote)
+    assert refused.kind == Kind.FAILED, refused.describe()
+    assert_nothing_visible(h, lid)
+    assert h.participant(lid).abort(vote).ok
