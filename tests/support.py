@@ -115,3 +115,37 @@ def fresh_day(pg_dsn: str) -> date:
             if cur.fetchone() is None:
                 return day
     raise AssertionError("no fresh day found")
+
+
+REPORTING = "reporting"  # the connection name of the stack's second database in the core's tests
+
+
+def many_spec(many: dict, run_id: str, pipeline: str = "core_tests") -> LoadSpec:
+    """Three tables over two databases (the summary one fed by the frame "summary") and
+    two topics: the tables and topics of the `many` fixture (tests/core/conftest.py)."""
+    return LoadSpec(
+        load_id=load_id_for(pipeline, run_id), pipeline=pipeline, run_id=run_id,
+        targets=(PostgresTarget(many["orders"]), PostgresTarget(many["summary"], frame="summary"),
+                 PostgresTarget(many["reporting"], connection=REPORTING),
+                 KafkaTarget(many["topic"], "customer_id", partitions=2),
+                 KafkaTarget(many["topic2"], "customer_id", partitions=3, value_columns=("customer_id", "orders"))))
+
+
+def many_frames(spark, rows: int) -> dict:
+    """The job's two frames for many_spec: per customer (make_df), and one summary row."""
+    from pyspark.sql import functions as F
+
+    per_customer = make_df(spark, rows)
+    summary = per_customer.agg(F.sum("orders").alias("orders"), F.count(F.lit(1)).alias("customers")) \
+        .select(F.lit("2026-11-20").cast("date").alias("day"), "orders", "customers")
+    return {"": per_customer, "summary": summary}
+
+
+def many_seen(many: dict, pg_dsn: str, reporting_dsn: str, bootstrap: str, load_id: str) -> dict:
+    """What independent readers see of the load in every target of many_spec."""
+    def records(topic):
+        return sum(1 for m in read_topic(bootstrap, topic) if header(m, "load_id") == load_id)
+    return {"orders": count_table_rows(pg_dsn, many["orders"], load_id),
+            "summary": count_table_rows(pg_dsn, many["summary"], load_id),
+            "reporting": count_table_rows(reporting_dsn, many["reporting"], load_id),
+            "topic": records(many["topic"]), "topic2": records(many["topic2"])}

@@ -194,10 +194,16 @@ def _vote(log: TransactionLog, conns: Connections, load_id: str, rules) -> Load:
                                    load.expected_rows)
         if not reasons:
             reasons = _live_checks(parts, votes)
-    if reasons:
-        decided, _ = log.transition(load_id, State.ABORTING, reason="; ".join(reasons))
-    else:
-        decided, _ = log.transition(load_id, State.COMMITTING, expect=[State.PREPARED])
+    try:
+        if reasons:
+            decided, _ = log.transition(load_id, State.ABORTING, expect=[State.PREPARING, State.PREPARED],
+                                        reason="; ".join(reasons))
+        else:
+            decided, _ = log.transition(load_id, State.COMMITTING, expect=[State.PREPARED])
+    except StateConflict:  # decided meanwhile (a concurrent vote, recovery's presumed abort): that decision stands
+        decided = log.get(load_id)
+        if decided.state in (State.PREPARING, State.PREPARED):
+            raise
     failpoints.hit("coordinator.decision_logged")
     return decided
 
@@ -304,7 +310,11 @@ def _rollback(log: TransactionLog, conns: Connections, load_id: str, reason: str
     if load.state == State.ABORTED:
         return []
     if load.state in (State.PREPARING, State.PREPARED):
-        load, _ = log.transition(load_id, State.ABORTING, reason=reason or "rolled back before a decision")
+        # `expect`: a vote that decided COMMIT since the read above wins; this raises
+        # StateConflict rather than overwrite a logged decision (COMMITTING -> ABORTING is
+        # the commit step's move alone).
+        load, _ = log.transition(load_id, State.ABORTING, expect=[State.PREPARING, State.PREPARED],
+                                 reason=reason or "rolled back before a decision")
     if load.state != State.ABORTING:
         raise StateConflict(load_id, load.state, [State.PREPARING, State.PREPARED, State.ABORTING])
     votes = log.votes(load_id)

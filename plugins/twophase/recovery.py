@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from . import coordinator
-from .log import TransactionLog
+from .log import StateConflict, TransactionLog
 from .spec import Connections
 from .states import State
 
@@ -58,6 +58,8 @@ def _resolve(log, conns, load, deadline, now) -> Action:
         return Action(lid, "retry later", str(exc))
     except (coordinator.LoadAborted, coordinator.ProtocolViolation) as exc:
         return Action(lid, "failed", str(exc))
+    except StateConflict as exc:  # another actor (the load's own vote or commit) moved it meanwhile
+        return Action(lid, "left to its pipeline", f"it changed while recovery looked at it: {exc}")
 
 
 def _clean_orphans(log: TransactionLog, conns: Connections) -> list[Action]:

@@ -16,16 +16,10 @@ from __future__ import annotations
 
 import pytest
 
-from contract_harness import ROWS, violated_by
+from contract_harness import ROWS
 from twophase.outcome import Kind
 from twophase.participants.memory import LocalStage
 from twophase.states import State
-
-KAFKA_ABORT_LEAVES_NO_TRACE = (
-    "KafkaParticipant.abort only fences the copy's transactional id and records nothing, so a later commit(vote) "
-    "finds its offsets uncommitted, copies the staged records and returns DONE: the aborted load becomes visible "
-    "(contract: commit after abort returns FAILED and never acts)")
-
 
 def staged_and_prepared(h, rows=ROWS):
     """A load staged and prepared on one instance (as the prepare task does): (load id, vote)."""
@@ -140,7 +134,6 @@ def test_clean_up_after_commit_leaves_nothing_and_keeps_the_data(harness):
 # 4 -------------------------------------------------------------------------------------------
 
 
-@violated_by(kafka=KAFKA_ABORT_LEAVES_NO_TRACE)
 def test_commit_after_abort_fails_and_never_acts(harness):
     h = harness
     lid, vote = staged_and_prepared(h)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import psycopg2
 import pytest
 
 from twophase.log import TransactionLog
+from support import REPORTING
 from twophase.spec import Connections
 
 from spark_session import spark  # noqa: F401  (the session-scoped Spark fixture)
@@ -34,3 +37,37 @@ def target(pg_dsn, unique_name):
             revenue numeric(12, 2), note text, load_id text not null,
             primary key (customer_id, day))""")
     return {"table": table, "topic": unique_name.replace("_", "-")}
+
+
+@pytest.fixture(scope="session")
+def reporting_dsn() -> str:
+    """The stack's second database (scripts/stack creates it)."""
+    dsn = os.environ.get("TWOPHASE_REPORTING_DSN")
+    if not dsn:
+        pytest.fail("TWOPHASE_REPORTING_DSN is not set: the stack's second database (eval \"$(scripts/stack env)\")")
+    return dsn
+
+
+@pytest.fixture(scope="session")
+def many_conns(pg_dsn, kafka_bootstrap, reporting_dsn) -> Connections:
+    """The servers, with the second database as the named connection `reporting`."""
+    return Connections(pg_dsn, kafka_bootstrap, {REPORTING: ("postgres", reporting_dsn)})
+
+
+@pytest.fixture
+def many(pg_dsn, reporting_dsn, unique_name):
+    """Fresh tables for support.many_spec: per-customer and summary in the log's database,
+    per-customer in the reporting database; two fresh topic names."""
+    tables = {"orders": f"core_tests.{unique_name}", "summary": f"core_tests.{unique_name}_sum",
+              "reporting": f"core_tests.{unique_name}_rep"}
+    per_customer = """(customer_id text not null, day date not null, orders int not null, revenue numeric(12, 2),
+                       note text, load_id text not null, primary key (customer_id, day))"""
+    for dsn, name in ((pg_dsn, "orders"), (reporting_dsn, "reporting")):
+        with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+            cur.execute("create schema if not exists core_tests")
+            cur.execute(f"create table {tables[name]} {per_customer}")
+    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+        cur.execute(f"create table {tables['summary']} (day date primary key, orders bigint not null, "
+                    "customers bigint not null, load_id text not null)")
+    topic = unique_name.replace("_", "-")
+    return {**tables, "topic": topic, "topic2": f"{topic}-eu"}

@@ -1,27 +1,32 @@
 """Runs one load through the coordinator in its own process, for the crash tests.
 
-usage: crash_driver.py TABLE TOPIC RUN_ID ROWS MIN_ROWS
-A failpoint (TWOPHASE_FAILPOINT) kills this process, or a Spark worker, part-way.
+usage: crash_driver.py MANY_JSON RUN_ID ROWS MIN_ROWS
+MANY_JSON: the tables and topics of the `many` fixture (support.many_spec: three tables
+over two databases, two topics). A failpoint (TWOPHASE_FAILPOINT) kills this process, or
+a Spark worker, part-way.
 """
 
+import json
+import os
 import sys
 
 from pyspark.sql import SparkSession
 
-from support import make_df, make_spec
+from support import REPORTING, many_frames, many_spec
 from twophase import coordinator
 from twophase.log import TransactionLog
 from twophase.spec import Connections
 from twophase.states import State
 from twophase.voting import MinRows
 
-table, topic, run_id, rows, min_rows = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+many, run_id, rows, min_rows = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 spark = (SparkSession.builder.master("local[2, 4]").config("spark.ui.enabled", "false").getOrCreate())
-conns = Connections.from_env()
+env = Connections.from_env()
+conns = Connections(env.pg_dsn, env.kafka_bootstrap, {REPORTING: ("postgres", os.environ["TWOPHASE_REPORTING_DSN"])})
 log = TransactionLog(conns.pg_dsn)
-spec = make_spec({"table": table, "topic": topic}, run_id=run_id)
+spec = many_spec(many, run_id)
 coordinator.begin(log, spec)
-coordinator.prepare(log, conns, spec.load_id, make_df(spark, rows))
+coordinator.prepare(log, conns, spec.load_id, many_frames(spark, rows))
 decided = coordinator.vote(log, conns, spec.load_id, rules=[MinRows(min_rows)])
 if decided.state == State.COMMITTING:
     coordinator.commit(log, conns, spec.load_id)

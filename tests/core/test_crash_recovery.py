@@ -1,12 +1,15 @@
 """A crash at every failpoint, then recovery: the load ends all or nothing, exact counts.
 
-Each case runs a whole load in a child process with TWOPHASE_FAILPOINT set; the process
-(or, for the spark.* points, a Spark task's Python worker) is SIGKILLed there. Then
-recovery runs (deadline 0: presume abort at once) and `verify` must pass.
+Each case runs a whole load of the multi-target example (support.many_spec: three tables
+over two databases, one of them fed by a second frame, and two topics) in a child process
+with TWOPHASE_FAILPOINT set; the process (or, for the spark.* points, a Spark task's Python
+worker) is SIGKILLed there, at the first participant that reaches the point. Then recovery
+runs (deadline 0: presume abort at once) and `verify` must pass.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,11 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from support import make_spec, read_topic
+from support import many_seen, many_spec
 from twophase import recovery
 from twophase.participants.postgres import prepared_gids, staging_tables
 from twophase.states import TERMINAL, State
-from support import count_table_rows
 from twophase.verify import verify
 
 ROWS = 2000
@@ -43,15 +45,14 @@ CASES = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", list(CASES))
-def test_crash_then_recover(point, txlog, conns, target, tmp_path):
+def test_crash_then_recover(point, txlog, many_conns, many, pg_dsn, reporting_dsn, kafka_bootstrap, tmp_path):
     gate_passes, driver_dies, final = CASES[point]
-    spec = make_spec(target)
+    spec = many_spec(many, many["topic"])
     tests = str(Path(__file__).parents[1])
     env = {**os.environ, "TWOPHASE_FAILPOINT": point, "TWOPHASE_FAILPOINT_ONCE": str(tmp_path / "fired"),
            "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(
-        [sys.executable, str(DRIVER), target["table"], target["topic"], spec.run_id, str(ROWS),
-         "0" if gate_passes else str(ROWS + 1)],
+        [sys.executable, str(DRIVER), json.dumps(many), spec.run_id, str(ROWS), "0" if gate_passes else str(ROWS + 1)],
         env=env, capture_output=True, text=True, timeout=300)
     assert (tmp_path / "fired").exists(), f"failpoint {point} was never reached:\n{proc.stderr[-3000:]}"
     if driver_dies:
@@ -59,7 +60,7 @@ def test_crash_then_recover(point, txlog, conns, target, tmp_path):
         # Killed in doubt, except after the last state change, where only cleanup is left.
         in_doubt = point != "coordinator.committed_logged"
         assert (txlog.get(spec.load_id).state not in TERMINAL) == in_doubt
-        actions = recovery.recover(txlog, conns, deadline=timedelta(0))
+        actions = recovery.recover(txlog, many_conns, deadline=timedelta(0))
         mine = [a for a in actions if a.load_id == spec.load_id]
         assert mine and mine[0].action != "failed", actions
     else:
@@ -67,11 +68,12 @@ def test_crash_then_recover(point, txlog, conns, target, tmp_path):
 
     load = txlog.get(spec.load_id)
     assert load.state == final, load.reason
-    [finding] = verify(txlog, conns, [load])
+    [finding] = verify(txlog, many_conns, [load])
     assert finding.ok, finding
-    expected = ROWS if final == State.COMMITTED else 0
-    assert count_table_rows(conns.pg_dsn, target["table"], spec.load_id) == expected
-    assert len(read_topic(conns.kafka_bootstrap, target["topic"])) == expected
-    assert count_table_rows(conns.pg_dsn, target["table"], spec.load_id) == expected
-    assert not [g for g in prepared_gids(conns.pg_dsn) if spec.load_id in g], "a prepared transaction leaked"
-    assert spec.load_id not in staging_tables(conns.pg_dsn).values(), "a staging table leaked"
+    committed = final == State.COMMITTED
+    assert many_seen(many, pg_dsn, reporting_dsn, kafka_bootstrap, spec.load_id) == {
+        "orders": ROWS if committed else 0, "summary": 1 if committed else 0, "reporting": ROWS if committed else 0,
+        "topic": ROWS if committed else 0, "topic2": ROWS if committed else 0}
+    for dsn in (pg_dsn, reporting_dsn):
+        assert not [g for g in prepared_gids(dsn) if spec.load_id in g], "a prepared transaction leaked"
+        assert spec.load_id not in staging_tables(dsn).values(), "a staging table leaked"

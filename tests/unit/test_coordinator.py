@@ -23,6 +23,7 @@ from twophase.participants.memory import (Crashed, Faults, LocalFrame, LocalStag
                                           MemoryStore)
 from twophase.spec import KafkaTarget, LoadSpec, PostgresTarget
 from twophase.states import TERMINAL, State
+from twophase.voting import MinRows
 
 ORDERS, DAILY, TOPIC = "shop.orders", "shop.daily", "orders"
 ROWS = [{"customer_id": f"c{i % 7}", "amount": i} for i in range(20)]
@@ -167,8 +168,6 @@ def test_a_no_vote_aborts_the_load_and_nothing_is_visible(log, store, voter):
 
 
 def test_a_quality_rule_that_fails_aborts_the_load(log, store):
-    from twophase.voting import MinRows
-
     conns, spec = Conns(store), make_spec()
     decided = prepare_and_vote(log, conns, spec, rules=[MinRows(N + 1)])
     assert decided.state == State.ABORTING and "quality gate" in decided.reason
@@ -484,6 +483,40 @@ def test_a_prepare_that_recovery_aborted_meanwhile_discards_what_it_prepared(log
     assert log.get(spec.load_id).state == State.ABORTED
     assert visible(conns, spec.load_id) == NOTHING
     assert_nothing_left(store, spec.load_id)
+
+
+class _VoteDecidesFirst(MemoryLog):
+    """A log where, right before the first ABORTING transition, another actor's vote logs
+    COMMIT: the race of a presumed abort (or a second vote) with the load's own vote."""
+
+    def __init__(self):
+        super().__init__()
+        self.raced = False
+
+    def transition(self, load_id, to, **kwargs):
+        if to == State.ABORTING and not self.raced:
+            self.raced = True
+            super().transition(load_id, State.COMMITTING, expect=[State.PREPARED])
+        return super().transition(load_id, to, **kwargs)
+
+
+def test_a_presumed_abort_racing_the_vote_never_overwrites_its_commit_decision(store):
+    log, conns, spec = _VoteDecidesFirst(), Conns(store), make_spec()
+    coordinator.begin(log, spec)
+    coordinator.prepare(log, conns, spec.load_id, frame(), {"input_lines": N}, stage=LocalStage())
+    with pytest.raises(StateConflict, match="is COMMITTING"):
+        coordinator.rollback(log, conns, spec.load_id, reason="presumed abort (recovery)")
+    assert log.get(spec.load_id).state == State.COMMITTING and log.get(spec.load_id).decision == "COMMIT"
+    coordinator.commit(log, conns, spec.load_id)
+    assert log.get(spec.load_id).state == State.COMMITTED
+
+
+def test_a_vote_for_abort_racing_a_vote_for_commit_keeps_the_first_decision(store):
+    log, conns, spec = _VoteDecidesFirst(), Conns(store), make_spec()
+    coordinator.begin(log, spec)
+    coordinator.prepare(log, conns, spec.load_id, frame(), {"input_lines": N}, stage=LocalStage())
+    decided = coordinator.vote(log, conns, spec.load_id, rules=[MinRows(N + 1)])
+    assert decided.state == State.COMMITTING and decided.decision == "COMMIT"
 
 
 # -- a crash between any two hooks, then recovery ------------------------------------------------

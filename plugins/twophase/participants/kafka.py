@@ -40,6 +40,7 @@ from ..votes import Vote
 NAME = "kafka"
 _log = logging.getLogger("twophase.kafka")
 H_LOAD, H_PART, H_ATTEMPT = "load_id", "twophase.part", "twophase.attempt"
+_ABORTED = "twophase:aborted"  # metadata of the copy group's offsets once the load is aborted here
 _FENCE_TIMEOUT_MS = 60_000  # transaction.timeout.ms of abort's fencing producer (below any broker's limit)
 # Same partitioner as Java clients, so keys land where Java producers would put them.
 # The local queue holds up to 500,000 records or 64 MiB: Python hands records over in
@@ -550,6 +551,9 @@ class KafkaParticipant(Participant):
                 raise
             if self._copy_committed(consumer, copies):
                 return Outcome(self.name, Kind.ALREADY_DONE, counts={"records": vote.count})
+            if self._aborted(consumer, copies):
+                return Outcome(self.name, Kind.FAILED, f"the load was aborted: its staged records are never "
+                               f"published to {topics}")
             if not any(c["ranges"] for c in copies):
                 return Outcome(self.name, Kind.DONE, counts={"records": 0, "topic": topics})
             problem = self._target_missing() or self.check_ranges(vote.committable, vote.count)
@@ -666,6 +670,22 @@ class KafkaParticipant(Participant):
             raise RuntimeError(f"copy offsets of {self.copy_id} are partly committed: {committed}")
         return all(done)
 
+    def _aborted(self, consumer, copies: list[dict]) -> bool:
+        """True if an abort marked this load's copy group (_mark_aborted)."""
+        wanted = [TopicPartition(c["staging_topic"], int(p)) for c in copies for p in c["ranges"]]
+        if not wanted:
+            return False
+        return any(tp.metadata == _ABORTED for tp in _patiently(lambda: consumer.committed(wanted, timeout=30)))
+
+    def _mark_aborted(self, consumer, copies: list[dict]) -> None:
+        """Make the abort durable where a later commit looks: the copy group's offsets at the
+        start of each staged range, with metadata `twophase:aborted` (the copy, had it
+        committed, would have moved them past the range, atomically with its records)."""
+        marks = [TopicPartition(c["staging_topic"], int(p), r[0], metadata=_ABORTED)
+                 for c in copies for p, r in c["ranges"].items()]
+        if marks:
+            _patiently(lambda: consumer.commit(offsets=marks, asynchronous=False))
+
     def _timeout_advice(self, what: str) -> str:
         return (f"the commit copy's transaction.timeout.ms ({self.transaction_timeout_ms} ms) {what}; "
                 "the copy was aborted, nothing is visible. Raise KafkaTarget.transaction_timeout_ms and the "
@@ -674,9 +694,10 @@ class KafkaParticipant(Participant):
     # -- abort ------------------------------------------------------------------------------
     def abort(self, vote: Vote | None = None) -> Outcome:
         """Discard: the target topics are never touched. Fences any copy transaction of this
-        load still open (crashed commit attempt), and refuses (FAILED) if the copy had
-        already committed. Staged records stay in the staging topics, never promoted,
-        until their retention deletes them."""
+        load still open (crashed commit attempt), refuses (FAILED) if the copy had already
+        committed, and marks the copy group aborted, so a later commit of the vote refuses
+        too. Staged records stay in the staging topics, never promoted, until their
+        retention deletes them."""
         # Fencing opens no transaction, so its timeout only has to be one the broker accepts:
         # a load whose transaction_timeout_ms is above the broker's limit must still roll back.
         fence = {"transactional.id": self.copy_id,
@@ -690,6 +711,7 @@ class KafkaParticipant(Participant):
                     if self._copy_committed(consumer, copies):
                         return Outcome(self.name, Kind.FAILED, f"the copy to {', '.join(self.targets)} already "
                                        "committed; Kafka cannot un-publish it")
+                    self._mark_aborted(consumer, copies)
         except ServerUnreachable as exc:
             return Outcome(self.name, Kind.RETRY_LATER, str(exc))
         except KafkaException as exc:  # answered, but not now (a coordinator moving...)
