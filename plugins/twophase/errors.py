@@ -45,6 +45,11 @@ class Terminal(TwophaseError):
     """Retrying the same call cannot help; the message says why and what to do."""
 
 
+class SpecError(Terminal, ValueError):
+    """A load was described wrongly; the message names the field and the fix.
+    (twophase.spec exports it too; it lives here so target classes need no more.)"""
+
+
 class ServerUnreachable(Transient, ConnectionError):
     """A server of the load did not answer; the message is one line. Retry later."""
 

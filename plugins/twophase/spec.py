@@ -8,146 +8,26 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable
 
-from .errors import Terminal
+# The target classes live with their participants (participants/<kind>/target.py); those
+# modules need only twophase.errors, and the participants' packages load their drivers
+# lazily, so importing them here makes no cycle and loads no client library.
+from .errors import SpecError
+from .participants.kafka.target import STAGING_SUFFIX, TOPIC_MAX_LENGTH, KafkaTarget, check_topic
+from .participants.postgres.target import PostgresTarget
+from .participants.target_rules import WRITE_MODES
 
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_TOPIC = re.compile(r"^[A-Za-z0-9._-]+$")
-_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-TOPIC_MAX_LENGTH = 249  # Kafka refuses longer topic names
-STAGING_SUFFIX = ".twophase-staging"
-WRITE_MODES = ("append", "replace")
 CONNECTIONS_ENV = "TWOPHASE_CONNECTIONS"
 
-
-class SpecError(Terminal, ValueError):
-    """A load was described wrongly; the message names the field and the fix."""
-
-
-@dataclass(frozen=True)
-class PostgresTarget:
-    """`table` is `schema.table`; it must have a `load_id` text column.
-
-    mode "append" adds the load's rows; mode "replace" first deletes the rows matching
-    `replace_where` ({column: value}) inside the same prepared transaction, so readers
-    see the old rows until the instant the new ones appear.
-    `connection`: which database ('' = the default one; else a named connection, see
-    Connections); tables of one database share one prepared transaction. `frame`: which
-    of the job's DataFrames it loads ('' = the job's main one).
-    """
-
-    table: str
-    mode: str = "append"
-    replace_where: dict[str, Any] = field(default_factory=dict)
-    connection: str = ""
-    frame: str = ""
-    kind = "postgres"
-
-    def __post_init__(self):
-        _check_names(self)
-        parts = self.table.split(".")
-        if len(parts) != 2 or not all(_IDENT.match(p) for p in parts):
-            raise SpecError(f"postgres table {self.table!r} must be schema.table with plain identifiers")
-        if self.mode not in WRITE_MODES:
-            raise SpecError(f"write mode {self.mode!r} is not one of {WRITE_MODES}")
-        if self.mode == "replace" and not self.replace_where:
-            raise SpecError("write mode 'replace' needs replace_where: the columns and values of the rows to replace")
-        for column in self.replace_where:
-            if not _IDENT.match(column):
-                raise SpecError(f"replace_where column {column!r} is not a plain identifier")
-
-    @property
-    def schema(self) -> str:
-        return self.table.split(".")[0]
-
-    @property
-    def relation(self) -> str:
-        return self.table.split(".")[1]
-
-    @property
-    def name(self) -> str:
-        """The target's name in the load (votes, summaries, verify)."""
-        return self.table
-
-    def for_replacement(self, replaces: list[str]) -> "PostgresTarget":
-        return self
-
-
-@dataclass(frozen=True)
-class KafkaTarget:
-    """The target topic and its staging topic; records are keyed by `key_column`."""
-
-    topic: str
-    key_column: str
-    staging_topic: str = ""
-    partitions: int = 3
-    replication_factor: int = 1
-    # Staged records must outlive the slowest commit and recovery's deadline.
-    staging_retention_ms: int = 7 * 24 * 3600 * 1000
-    # The commit copy runs in one transaction; the broker's transaction.max.timeout.ms caps this.
-    transaction_timeout_ms: int = 15 * 60 * 1000
-    # Headers added to every record of the load (a replacement load says what it replaces).
-    headers: dict[str, str] = field(default_factory=dict)
-    connection: str = ""   # which cluster ('' = the default one); topics of one cluster share one copy
-    frame: str = ""        # which of the job's DataFrames it loads ('' = the job's main one)
-    # The columns of the frame each record's JSON value holds (empty: all of them).
-    value_columns: tuple[str, ...] = ()
-    kind = "kafka"
-
-    def __post_init__(self):
-        _check_names(self)
-        object.__setattr__(self, "value_columns", tuple(self.value_columns))
-        check_topic(self.topic)
-        if not self.staging_topic:
-            object.__setattr__(self, "staging_topic", f"{self.topic}{STAGING_SUFFIX}")
-            if len(self.staging_topic) > TOPIC_MAX_LENGTH:
-                raise SpecError(f"kafka topic {self.topic[:40]}... is {len(self.topic)} characters long: its staging "
-                                f"topic (the name plus {STAGING_SUFFIX!r}) would exceed Kafka's limit of "
-                                f"{TOPIC_MAX_LENGTH}; shorten the topic name to at most "
-                                f"{TOPIC_MAX_LENGTH - len(STAGING_SUFFIX)} characters or set staging_topic")
-        check_topic(self.staging_topic, "kafka staging topic")
-        if self.topic == self.staging_topic:
-            raise SpecError("the staging topic must differ from the target topic")
-        if not isinstance(self.key_column, str) or not _IDENT.match(self.key_column):
-            raise SpecError(f"kafka key_column {self.key_column!r} must be a plain identifier (letters, digits, '_'; "
-                            "not starting with a digit): the name of a column of the job's output")
-        reserved = [h for h in self.headers if h == "load_id" or h in ("twophase.part", "twophase.attempt")]
-        if reserved:
-            raise SpecError(f"kafka headers {reserved} are reserved for the protocol")
-        for name in ("partitions", "replication_factor"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SpecError(f"kafka {name} must be a whole number of at least 1, got {value!r}")
-
-
-    @property
-    def name(self) -> str:
-        return self.topic
-
-    @property
-    def mode(self) -> str:
-        return "append"  # a topic is a log: a replacement load's records say what they replace
-
-    def for_replacement(self, replaces: list[str]) -> "KafkaTarget":
-        """Records of a load that replaces its interval carry `twophase.mode: replace` and
-        `twophase.replaces: <load ids>`, so consumers can drop what it replaces."""
-        return replace(self, headers={**self.headers, "twophase.mode": "replace",
-                                      "twophase.replaces": ",".join(replaces)})
+__all__ = ["CONNECTIONS_ENV", "STAGING_SUFFIX", "TARGET_KINDS", "TOPIC_MAX_LENGTH", "WRITE_MODES", "Connections",
+           "KafkaTarget", "LoadSpec", "PostgresTarget", "SpecError", "Target", "check_topic", "target_from_json",
+           "target_to_json"]
 
 
 TARGET_KINDS = {"postgres": PostgresTarget, "kafka": KafkaTarget}
 Target = PostgresTarget | KafkaTarget
-
-
-def _check_names(target) -> None:
-    for name in ("connection", "frame"):
-        value = getattr(target, name)
-        if not isinstance(value, str) or (value and not _NAME.match(value)):
-            raise SpecError(f"{target.kind} target {name} {value!r} must be a name of letters, digits, '_', '.', "
-                            "'-' (or empty for the default)")
 
 
 def target_from_json(data: dict) -> Target:
@@ -160,20 +40,6 @@ def target_from_json(data: dict) -> Target:
 
 def target_to_json(target: Target) -> dict:
     return {"kind": target.kind, **asdict(target)}
-
-
-def check_topic(name, what: str = "kafka topic") -> None:
-    """Raise SpecError unless Kafka accepts `name` as a topic name."""
-    if not isinstance(name, str) or not name:
-        raise SpecError(f"{what} must be a non-empty name, got {name!r}")
-    if not _TOPIC.match(name):
-        raise SpecError(f"{what} {name!r} has characters Kafka refuses in topic names: "
-                        "use only letters, digits, '.', '_' and '-'")
-    if name in (".", ".."):
-        raise SpecError(f"{what} {name!r} is a name Kafka refuses ('.' and '..' are not topic names): choose another")
-    if len(name) > TOPIC_MAX_LENGTH:
-        raise SpecError(f"{what} {name[:40]}... is {len(name)} characters long; Kafka allows at most "
-                        f"{TOPIC_MAX_LENGTH}: choose a shorter name")
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from twophase.participants.kafka import _patiently
+from twophase.participants.kafka.client import _patiently
 
 
 def _failing(codes):

@@ -2,14 +2,18 @@
 
 Targets of one kind on one server make one participant, with one vote: tables of one
 database share one prepared transaction, topics of one cluster one copy transaction. This
-module is the one place outside the participants' own modules that maps kinds of target
+module is the one place outside the participants' own packages that maps kinds of target
 to participant classes, so every other layer iterates over Participant objects.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..participant import Participant
-from ..spec import Connections, LoadSpec
+
+if TYPE_CHECKING:  # twophase.spec imports the target classes from this package
+    from ..spec import Connections, LoadSpec
 
 
 def _kinds() -> dict[str, type]:

@@ -1,281 +1,23 @@
-"""The Postgres participant: COPY into staging, promote inside a prepared transaction.
-
-- stage (driver): check the server can prepare transactions, discard an earlier attempt
-  of this load, create an unlogged staging table shaped like the target.
-- write (executors, PostgresWriter): each Spark partition COPYs its rows into staging in
-  one transaction that first deletes rows an earlier attempt of the same partition left.
-- prepare (driver): in one transaction, delete the replaced rows (mode replace), insert
-  staging into the target with the load id, write the commit marker, and end with
-  PREPARE TRANSACTION. Nothing is visible yet; everything survives a crash.
-- commit: COMMIT PREPARED (constant time), then clean_up drops staging. abort: ROLLBACK
-  PREPARED and drop staging.
-Both are idempotent: the marker row, committed or rolled back with the load, tells a
-retry what already happened.
-"""
+"""PostgresParticipant: the driver side (stage, prepare, commit, abort, sweep); the
+package's docstring tells the protocol."""
 
 from __future__ import annotations
 
-import io
-import queue
-import re
-import threading
-from contextlib import contextmanager
-
 import psycopg2
 import psycopg2.errors
-import pyarrow as pa
-import pyarrow.csv as pacsv
 from psycopg2 import sql
 
-from .. import failpoints, ids
-from ..errors import ServerUnreachable, one_line, postgres_unreachable, servers
-from ..outcome import Kind, Outcome
-from ..participant import Participant, PartitionWriter, Staging, Swept
-from ..spec import PostgresTarget, SpecError
-from ..votes import Vote
+from ... import failpoints, ids
+from ...errors import ServerUnreachable, SpecError, one_line, postgres_unreachable, servers
+from ...outcome import Kind, Outcome
+from ...participant import Participant, Staging, Swept
+from ...votes import Vote
+from .server import (MARKERS, PART_COLUMN, PostgresConfigError, _autocommit, _connect, _rollback_gid,
+                     drop_staging_table, is_prepared, prepared_gids, rollback_gid, staging_tables)
+from .target import PostgresTarget
+from .writer import PostgresWriter
 
 NAME = "postgres"
-PART_COLUMN = "_twophase_part"
-MARKERS = "twophase.pg_commit_markers"
-
-
-class PostgresConfigError(RuntimeError):
-    """The server or the target table cannot take part; nothing was written."""
-
-
-class StagingRefused(ValueError):
-    """Postgres refused a row of the load while staging it (COPY); nothing is visible."""
-
-
-def _connect(dsn: str, autocommit: bool = True):
-    """A connection; autocommit unless asked. Use with closing(): since psycopg2 2.9,
-    `with conn:` opens a transaction even in autocommit, and COMMIT PREPARED refuses that.
-    A server that does not answer raises PostgresUnreachable (errors.servers)."""
-    with servers(pg_dsn=dsn):
-        conn = psycopg2.connect(dsn)
-    conn.autocommit = autocommit
-    return conn
-
-
-@contextmanager
-def _autocommit(dsn: str):
-    """A cursor of an autocommit connection; a server lost meanwhile raises PostgresUnreachable."""
-    conn = _connect(dsn)
-    try:
-        with servers(pg_dsn=dsn), conn.cursor() as cur:
-            yield cur
-    finally:
-        conn.close()
-
-
-def _is_prepared(cur, gid: str) -> bool:
-    """True if gid is a prepared transaction of the cursor's database (COMMIT/ROLLBACK
-    PREPARED only work from that database)."""
-    cur.execute("select 1 from pg_prepared_xacts where gid = %s and database = current_database()", (gid,))
-    return cur.fetchone() is not None
-
-
-def is_prepared(dsn: str, gid: str) -> bool:
-    with _autocommit(dsn) as cur:
-        return _is_prepared(cur, gid)
-
-
-def prepared_gids(dsn: str) -> list[str]:
-    """Every prepared transaction of this protocol in the current database."""
-    with _autocommit(dsn) as cur:
-        cur.execute("select gid from pg_prepared_xacts where gid like %s and database = current_database()",
-                    (ids.GID_PREFIX + "%",))
-        return [r[0] for r in cur.fetchall()]
-
-
-def staging_tables(dsn: str) -> dict[str, str]:
-    """{staging table: load id} for every staging table left in the staging schema."""
-    with _autocommit(dsn) as cur:
-        cur.execute("""select c.relname, obj_description(c.oid, 'pg_class') from pg_class c
-                       join pg_namespace n on n.oid = c.relnamespace
-                       where n.nspname = %s and c.relkind = 'r'""", (ids.STAGING_SCHEMA,))
-        return {name: load_id for name, load_id in cur.fetchall()}
-
-
-def _rollback_gid(cur, gid: str) -> bool:
-    """ROLLBACK PREPARED gid; False if it is not prepared in this database (never was, or
-    resolved already, possibly by a concurrent actor)."""
-    if not _is_prepared(cur, gid):
-        return False
-    try:
-        cur.execute("rollback prepared %s", (gid,))
-        return True
-    except psycopg2.errors.UndefinedObject:
-        return False
-
-
-def rollback_gid(dsn: str, gid: str) -> bool:
-    """ROLLBACK PREPARED an orphaned gid; False if it was already gone."""
-    with _autocommit(dsn) as cur:
-        return _rollback_gid(cur, gid)
-
-
-def drop_staging_table(dsn: str, name: str) -> None:
-    with _autocommit(dsn) as cur:
-        # A prepared transaction that read the table holds a lock on it until resolved:
-        # fail with a clear error rather than wait for it forever.
-        cur.execute("set lock_timeout = '10s'")
-        cur.execute(sql.SQL("drop table if exists {}").format(sql.Identifier(ids.STAGING_SCHEMA, name)))
-
-
-class _Feed:
-    """The file-like object COPY reads from, in the writer's COPY thread: one Arrow batch
-    per read(), as CSV (psycopg2 sends any length read() returns, so no buffer is sliced
-    or copied twice). write() hands batches over through a small queue, so at most a few
-    batches wait in memory while COPY sends the one before."""
-
-    def __init__(self, columns: list[str], part: int):
-        self.queue: queue.Queue = queue.Queue(maxsize=4)
-        self._columns, self._part = columns, part
-        self._options = pacsv.WriteOptions(include_header=False)
-        self.rows = 0
-
-    def read(self, size: int = -1) -> bytes:
-        batch = self.queue.get()
-        if batch is _END:
-            return b""
-        if batch is _CANCEL:
-            raise _Cancelled("the Spark task stopped staging this partition")
-        part = pa.repeat(pa.scalar(self._part, pa.int32()), batch.num_rows)
-        rows = pa.RecordBatch.from_arrays([*(_utc_wall_clock(batch.column(c)) for c in self._columns), part],
-                                          names=[*self._columns, PART_COLUMN])
-        sink = io.BytesIO()
-        pacsv.write_csv(rows, sink, self._options)
-        self.rows += batch.num_rows
-        return sink.getvalue()
-
-
-_END, _CANCEL = object(), object()
-
-
-class _Cancelled(Exception):
-    pass
-
-
-def _utc_wall_clock(column: pa.Array) -> pa.Array:
-    """A zoned timestamp column as naive UTC time. Arrow stores UTC instants either way,
-    so only the zone is dropped (no copy); pyarrow's CSV writer formats a zoned timestamp
-    in 1.4 us, a naive one in 0.05 us, and that was the staging pass's largest cost. The
-    COPY session reads timestamps in UTC."""
-    if pa.types.is_timestamp(column.type) and column.type.tz is not None:
-        return column.cast(pa.timestamp(column.type.unit))
-    return column
-
-
-class PostgresWriter(PartitionWriter):
-    """Executor side: stage one Spark partition's rows of one table. Picklable (plain
-    fields only).
-
-    The partition is replaced as a whole: an advisory lock serializes attempts of the same
-    partition, and the rows of any earlier attempt are deleted in the same transaction as
-    the new COPY, so a retried or speculative task never leaves duplicates.
-
-    psycopg2's COPY pulls from a file-like object while the staging pass pushes batches to
-    every writer, so COPY runs in a thread of its own reading from a queue (_Feed); the
-    CSV of one batch is made there while the task thread hands the next batch to the
-    other writers.
-    """
-
-    def __init__(self, dsn: str, staging: str, columns: list[str], target: str = ""):
-        self.dsn, self.staging, self.columns, self.target = dsn, staging, columns, target
-
-    def open(self, partition: int, attempt: str = "") -> None:
-        self._part = partition
-        self._conn = _connect(self.dsn, autocommit=False)
-        with servers(pg_dsn=self.dsn):
-            cur = self._conn.cursor()
-            cur.execute("set local time zone 'UTC'")  # the CSV's timestamps are UTC (_utc_wall_clock)
-            cur.execute("select pg_advisory_xact_lock(hashtext(%s), %s)", (self.staging, partition))
-            cur.execute(sql.SQL("delete from {} where {} = %s").format(
-                sql.SQL(self.staging), sql.Identifier(PART_COLUMN)), (partition,))
-        self._cur = cur
-        self._feed = _Feed(self.columns, partition)
-        self._failure: BaseException | None = None
-        self._copied: int | None = None
-        self._thread = threading.Thread(target=self._copy, name=f"copy-{self.staging}-{partition}", daemon=True)
-        self._thread.start()
-
-    def _copy(self) -> None:
-        statement = sql.SQL("copy {} ({}) from stdin with (format csv)").format(
-            sql.SQL(self.staging), sql.SQL(", ").join(map(sql.Identifier, [*self.columns, PART_COLUMN])))
-        try:
-            with servers(pg_dsn=self.dsn):
-                self._cur.copy_expert(statement.as_string(self._conn), self._feed, size=1 << 20)
-            self._copied = self._cur.rowcount
-        except (psycopg2.DataError, psycopg2.IntegrityError) as exc:
-            self._failure = StagingRefused(self._refusal(exc))
-        except BaseException as exc:  # noqa: BLE001 - handed to the task thread by _put/close
-            self._failure = exc
-
-    def write(self, batch) -> None:
-        if batch.num_rows:
-            self._put(batch)
-
-    def _put(self, item) -> None:
-        """Hand an item to the COPY thread; raises the thread's error if it stopped."""
-        while True:
-            if self._failure is not None or not self._thread.is_alive():
-                self._raise_failure()
-            try:
-                self._feed.queue.put(item, timeout=0.2)
-                return
-            except queue.Full:
-                continue
-
-    def _raise_failure(self) -> None:
-        self._thread.join()
-        failure = self._failure or RuntimeError(f"the COPY into {self.staging} stopped without an error")
-        raise failure
-
-    def close(self) -> dict:
-        """Finish the COPY and commit it; {"rows": n}. Raises StagingRefused naming the row
-        Postgres refused, or the error that stopped the COPY."""
-        self._put(_END)
-        self._thread.join()
-        if self._failure is not None:
-            self._raise_failure()
-        if self._copied != self._feed.rows:
-            raise RuntimeError(f"partition {self._part}: COPY took {self._copied} rows of {self._feed.rows}")
-        with servers(pg_dsn=self.dsn):
-            self._conn.commit()
-        self._conn.close()
-        return {"rows": self._copied}
-
-    def discard(self) -> None:
-        try:
-            if self._thread.is_alive():
-                try:
-                    self._feed.queue.put(_CANCEL, timeout=1)
-                except queue.Full:
-                    pass
-                self._thread.join(5)
-            if not self._conn.closed:
-                self._conn.close()
-        except Exception:  # noqa: BLE001 - discarding a failed attempt must not hide its error
-            pass
-
-    def _refusal(self, exc: psycopg2.Error) -> str:
-        """What COPY refused, where, and what to do, in one line (Postgres' CONTEXT says
-        'COPY <staging>, line N[, column C: "value"]'; line N is the partition's row N)."""
-        primary = exc.diag.message_primary or str(exc).splitlines()[0]
-        context = exc.diag.context or ""
-        line = re.search(r"line (\d+)", context)
-        column = re.search(r"column (\w+)", context)
-        where = (f"row {line.group(1) if line else '?'} of Spark partition {self._part}"
-                 + (f", column {column.group(1)}" if column else ""))
-        if "0x00" in primary:
-            problem = ("a text value holds a NUL character (U+0000), which Postgres cannot store in text: remove it "
-                       "in the job, e.g. pyspark.sql.functions.translate(column, '\\x00', '')")
-        else:
-            problem = (f"{primary}: make the job's value fit the column "
-                       f"(or change the column of {self.target or 'the target table'})")
-        target = f" for {self.target}" if self.target else ""
-        return one_line(f"Postgres refused {where} while staging into {self.staging}{target}: {problem}", 600)
 
 
 class PostgresParticipant(Participant):
@@ -487,7 +229,7 @@ class PostgresParticipant(Participant):
     def sweep(cls, dsn: str, state_of) -> list[Swept]:
         """Prepared transactions (gid prefix `twophase:`) of loads that are unknown or
         ABORTED are rolled back; staging tables of loads unknown or ended are dropped."""
-        from ..states import TERMINAL, State
+        from ...states import TERMINAL, State
 
         gids = prepared_gids(dsn)
         tables = staging_tables(dsn)

@@ -1,0 +1,152 @@
+"""The executor side: KafkaWriter produces one Spark partition's records to a staging
+topic; and the record format every side shares (headers, checksum)."""
+
+from __future__ import annotations
+
+import zlib
+
+import pyarrow.compute as pc
+from confluent_kafka import Producer
+
+from ...errors import KafkaUnreachable, one_line
+from ...participant import PartitionWriter
+from .client import _PRODUCER_BASE, _answering, _connected, _produce, _size_settings, kafka_config
+
+H_LOAD, H_PART, H_ATTEMPT = "load_id", "twophase.part", "twophase.attempt"
+# What a record adds to its key, value and headers on the wire, at most: the record batch's
+# header (61 bytes) and the record's own varints (length, attributes, timestamp and offset
+# deltas, key and value lengths, header count: 36 bytes), rounded up.
+_RECORD_OVERHEAD = 100
+
+
+def record_checksum(key: bytes | None, value: bytes | None) -> int:
+    """CRC-32 of key then value; spark_stage computes the same in Spark (crc32 of concat)."""
+    return zlib.crc32(value or b"", zlib.crc32(key or b""))
+
+
+def public_headers(load_id: str, headers: dict[str, str]) -> list[tuple[str, bytes]]:
+    """The headers of every record the load publishes: load_id, then the target's own."""
+    return [(H_LOAD, load_id.encode()), *((k, v.encode()) for k, v in sorted(headers.items()))]
+
+
+class RecordTooLarge(ValueError):
+    """A record is larger than a topic of the load accepts (max.message.bytes)."""
+
+
+class KafkaWriter(PartitionWriter):
+    """Executor side: stage one Spark partition's records of one topic. Picklable (plain
+    fields only). Each batch's records come ready from the staging pass: key, value and
+    their summed checksum in the columns `key`, `value`, `crc` (KafkaParticipant.stage
+    has Spark compute them).
+
+    Librdkafka reports only failed deliveries (delivery.report.only.error): a Python
+    callback per record took a quarter of the staging workers' time. Which offsets the
+    load's records got comes from the staging topic's watermarks (KafkaParticipant).
+
+    `max_message_bytes`: the smallest max.message.bytes of the load's topics (read by
+    KafkaParticipant.begin; `limited_by` names that topic). A record whose key, value,
+    headers and framing exceed it is refused with RecordTooLarge naming its size and key,
+    before librdkafka or the broker refuse it with "Message size too large". Sizes are
+    checked uncompressed: the broker checks compressed batches, but a record must fit
+    whatever its neighbours compress to."""
+
+    def __init__(self, bootstrap: str, staging_topic: str, load_id: str, headers: dict[str, str],
+                 max_message_bytes: int | None = None, limited_by: str = "",
+                 columns: tuple[str, str, str] = ("key", "value", "crc")):
+        self.bootstrap, self.staging_topic, self.load_id = bootstrap, staging_topic, load_id
+        self.headers = headers
+        self.max_message_bytes, self.limited_by = max_message_bytes, limited_by or staging_topic
+        self.columns = columns
+
+    def write(self, batch) -> None:
+        key, value, crc = self.columns
+        self.produce(batch.column(key).to_pylist(), batch.column(value).to_pylist(), pc.sum(batch.column(crc)).as_py())
+
+    def close(self) -> dict:
+        return {"records": self.flush(), "checksum": self.checksum}
+
+    def discard(self) -> None:
+        try:
+            self._producer.purge()
+            self._producer.flush(0)
+            self._log.end("given up")
+        except Exception:  # noqa: BLE001 - discarding a failed attempt must not hide its error
+            pass
+
+    def open(self, part: int, attempt: str) -> None:
+        self.errors: list[str] = []
+        self.part = part
+        # The promoted record's headers with the internal ones after load_id, in this
+        # order: the commit copy reads the first three by position (_StagedFilter).
+        load, *extra = public_headers(self.load_id, self.headers)
+        self._headers = [load, (H_PART, str(part).encode()), (H_ATTEMPT, attempt.encode()), *extra]
+        self._room = None  # the most key + value bytes a record may have
+        if self.max_message_bytes is not None:
+            framing = _RECORD_OVERHEAD + sum(len(k) + len(v) + 10 for k, v in self._headers)
+            self._room = self.max_message_bytes - framing
+        conf = kafka_config(self.bootstrap, **{
+            **_PRODUCER_BASE, **_size_settings(self.max_message_bytes), "enable.idempotence": True, "acks": "all",
+            "delivery.report.only.error": True, "on_delivery": self._failed})
+        self._log = conf["logger"]
+        self._producer = Producer(conf)
+        try:
+            with _answering(self.bootstrap, self._producer, self._log):
+                _connected(self._producer)
+        except BaseException:
+            self._log.end("given up")
+            raise
+        self.checksum = 0
+        self.records = 0
+
+    def _failed(self, err, msg) -> None:
+        self.errors.append(str(err))
+
+    def produce(self, keys: list, values: list, checksum: int | None) -> None:
+        """Queue one batch of records (bytes or str); `checksum`: the sum of the batch's
+        record_checksum values, computed by the caller (Spark, see KafkaParticipant.stage)."""
+        # The largest value plus the largest key bounds every record: one pass in C per batch.
+        if self._room is not None and (max(map(len, filter(None, values)), default=0)
+                                       + max(map(len, filter(None, keys)), default=0)) > self._room:
+            self._refuse_too_large(keys, values)
+        producer, topic, headers = self._producer, self.staging_topic, self._headers
+        send = producer.produce
+        for key, value in zip(keys, values):
+            try:
+                send(topic, value, key, headers=headers)
+            except BufferError:
+                _produce(producer, topic, value, key, headers)
+        producer.poll(0)
+        self.checksum = (self.checksum + (checksum or 0)) % (1 << 64)
+        self.records += len(keys)
+
+    def _refuse_too_large(self, keys: list, values: list) -> None:
+        for key, value in zip(keys, values):
+            size = len(_as_bytes(key)) + len(_as_bytes(value))
+            if size > self._room:
+                shown = _as_bytes(key).decode("utf-8", "backslashreplace") if key is not None else None
+                raise RecordTooLarge(
+                    f"record of {size:,} bytes (key and value) for key {one_line(repr(shown), 80)} exceeds the "
+                    f"max.message.bytes {self.max_message_bytes:,} of topic {self.limited_by} (headers and framing "
+                    f"take {self.max_message_bytes - self._room:,} of it): make the record smaller in the job, or "
+                    "raise max.message.bytes of the target and staging topics (and the broker's message.max.bytes)")
+
+    def flush(self) -> int:
+        """Wait for every record; the number staged. Raises if any was not acknowledged
+        by all replicas (every record gets exactly one report, and only failures report)."""
+        remaining = self._producer.flush(300)
+        log = self._log
+        saw = log.first_failure
+        log.end("staging ended" if not (remaining or self.errors) else "given up")
+        if remaining or self.errors:
+            problem = (f"{remaining} of {self.records} records of Spark partition {self.part} not acknowledged, "
+                       f"errors: {'; '.join(self.errors[:3]) or 'none reported'}")
+            if saw:
+                raise KafkaUnreachable(one_line(f"Kafka at {self.bootstrap} is unreachable: {saw}: {problem}"))
+            raise RuntimeError(one_line(f"Kafka staging failed: {problem}"))
+        return self.records
+
+
+def _as_bytes(value) -> bytes:
+    if value is None:
+        return b""
+    return value.encode() if isinstance(value, str) else value

@@ -1,0 +1,45 @@
+"""The Postgres participant: COPY into staging, promote inside a prepared transaction.
+
+- stage (driver): check the server can prepare transactions, discard an earlier attempt
+  of this load, create an unlogged staging table shaped like the target.
+- write (executors, PostgresWriter): each Spark partition COPYs its rows into staging in
+  one transaction that first deletes rows an earlier attempt of the same partition left.
+- prepare (driver): in one transaction, delete the replaced rows (mode replace), insert
+  staging into the target with the load id, write the commit marker, and end with
+  PREPARE TRANSACTION. Nothing is visible yet; everything survives a crash.
+- commit: COMMIT PREPARED (constant time), then clean_up drops staging. abort: ROLLBACK
+  PREPARED and drop staging.
+Both are idempotent: the marker row, committed or rolled back with the load, tells a
+retry what already happened.
+
+Files:
+- target.py: PostgresTarget, what a load says about a table (plain data, no driver).
+- server.py: the server's side: connections, prepared transactions, staging tables, the
+  commit markers table.
+- writer.py: PostgresWriter, the executor side (COPY of one Spark partition into staging).
+- participant.py: PostgresParticipant, the driver side (stage, prepare, commit, abort,
+  sweep).
+
+The names below are imported from their modules on first use, so that importing the
+target (twophase.spec does) loads neither psycopg2 nor pyarrow.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+_EXPORTS = {
+    "target": ("PostgresTarget",),
+    "server": ("MARKERS", "PART_COLUMN", "PostgresConfigError", "drop_staging_table", "is_prepared",
+               "prepared_gids", "rollback_gid", "staging_tables"),
+    "writer": ("PostgresWriter", "StagingRefused"),
+    "participant": ("NAME", "PostgresParticipant"),
+}
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)
+
+
+def __getattr__(name: str):
+    for module, names in _EXPORTS.items():
+        if name in names:
+            return getattr(import_module(f"{__name__}.{module}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

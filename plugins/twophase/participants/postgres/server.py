@@ -1,0 +1,98 @@
+"""The Postgres server's side of the participant: connections, prepared transactions,
+staging tables and the commit markers table (driver side and recovery)."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import psycopg2
+import psycopg2.errors
+from psycopg2 import sql
+
+from ... import ids
+from ...errors import servers
+
+PART_COLUMN = "_twophase_part"
+MARKERS = "twophase.pg_commit_markers"
+
+
+class PostgresConfigError(RuntimeError):
+    """The server or the target table cannot take part; nothing was written."""
+
+
+
+def _connect(dsn: str, autocommit: bool = True):
+    """A connection; autocommit unless asked. Use with closing(): since psycopg2 2.9,
+    `with conn:` opens a transaction even in autocommit, and COMMIT PREPARED refuses that.
+    A server that does not answer raises PostgresUnreachable (errors.servers)."""
+    with servers(pg_dsn=dsn):
+        conn = psycopg2.connect(dsn)
+    conn.autocommit = autocommit
+    return conn
+
+
+@contextmanager
+def _autocommit(dsn: str):
+    """A cursor of an autocommit connection; a server lost meanwhile raises PostgresUnreachable."""
+    conn = _connect(dsn)
+    try:
+        with servers(pg_dsn=dsn), conn.cursor() as cur:
+            yield cur
+    finally:
+        conn.close()
+
+
+def _is_prepared(cur, gid: str) -> bool:
+    """True if gid is a prepared transaction of the cursor's database (COMMIT/ROLLBACK
+    PREPARED only work from that database)."""
+    cur.execute("select 1 from pg_prepared_xacts where gid = %s and database = current_database()", (gid,))
+    return cur.fetchone() is not None
+
+
+def is_prepared(dsn: str, gid: str) -> bool:
+    with _autocommit(dsn) as cur:
+        return _is_prepared(cur, gid)
+
+
+def prepared_gids(dsn: str) -> list[str]:
+    """Every prepared transaction of this protocol in the current database."""
+    with _autocommit(dsn) as cur:
+        cur.execute("select gid from pg_prepared_xacts where gid like %s and database = current_database()",
+                    (ids.GID_PREFIX + "%",))
+        return [r[0] for r in cur.fetchall()]
+
+
+def staging_tables(dsn: str) -> dict[str, str]:
+    """{staging table: load id} for every staging table left in the staging schema."""
+    with _autocommit(dsn) as cur:
+        cur.execute("""select c.relname, obj_description(c.oid, 'pg_class') from pg_class c
+                       join pg_namespace n on n.oid = c.relnamespace
+                       where n.nspname = %s and c.relkind = 'r'""", (ids.STAGING_SCHEMA,))
+        return {name: load_id for name, load_id in cur.fetchall()}
+
+
+def _rollback_gid(cur, gid: str) -> bool:
+    """ROLLBACK PREPARED gid; False if it is not prepared in this database (never was, or
+    resolved already, possibly by a concurrent actor)."""
+    if not _is_prepared(cur, gid):
+        return False
+    try:
+        cur.execute("rollback prepared %s", (gid,))
+        return True
+    except psycopg2.errors.UndefinedObject:
+        return False
+
+
+def rollback_gid(dsn: str, gid: str) -> bool:
+    """ROLLBACK PREPARED an orphaned gid; False if it was already gone."""
+    with _autocommit(dsn) as cur:
+        return _rollback_gid(cur, gid)
+
+
+def drop_staging_table(dsn: str, name: str) -> None:
+    with _autocommit(dsn) as cur:
+        # A prepared transaction that read the table holds a lock on it until resolved:
+        # fail with a clear error rather than wait for it forever.
+        cur.execute("set lock_timeout = '10s'")
+        cur.execute(sql.SQL("drop table if exists {}").format(sql.Identifier(ids.STAGING_SCHEMA, name)))
+

@@ -1,0 +1,59 @@
+"""PostgresTarget: a table a load writes, as plain data (stored with the load in the
+transaction log). Depends only on the standard library and twophase.errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import SpecError
+from ..target_rules import IDENT, WRITE_MODES, check_names
+
+
+@dataclass(frozen=True)
+class PostgresTarget:
+    """`table` is `schema.table`; it must have a `load_id` text column.
+
+    mode "append" adds the load's rows; mode "replace" first deletes the rows matching
+    `replace_where` ({column: value}) inside the same prepared transaction, so readers
+    see the old rows until the instant the new ones appear.
+    `connection`: which database ('' = the default one; else a named connection, see
+    Connections); tables of one database share one prepared transaction. `frame`: which
+    of the job's DataFrames it loads ('' = the job's main one).
+    """
+
+    table: str
+    mode: str = "append"
+    replace_where: dict[str, Any] = field(default_factory=dict)
+    connection: str = ""
+    frame: str = ""
+    kind = "postgres"
+
+    def __post_init__(self):
+        check_names(self)
+        parts = self.table.split(".")
+        if len(parts) != 2 or not all(IDENT.match(p) for p in parts):
+            raise SpecError(f"postgres table {self.table!r} must be schema.table with plain identifiers")
+        if self.mode not in WRITE_MODES:
+            raise SpecError(f"write mode {self.mode!r} is not one of {WRITE_MODES}")
+        if self.mode == "replace" and not self.replace_where:
+            raise SpecError("write mode 'replace' needs replace_where: the columns and values of the rows to replace")
+        for column in self.replace_where:
+            if not IDENT.match(column):
+                raise SpecError(f"replace_where column {column!r} is not a plain identifier")
+
+    @property
+    def schema(self) -> str:
+        return self.table.split(".")[0]
+
+    @property
+    def relation(self) -> str:
+        return self.table.split(".")[1]
+
+    @property
+    def name(self) -> str:
+        """The target's name in the load (votes, summaries, verify)."""
+        return self.table
+
+    def for_replacement(self, replaces: list[str]) -> "PostgresTarget":
+        return self
