@@ -1,0 +1,87 @@
+"""orders_hourly_totals: the orders of one hour -> totals per customer, atomically in a
+Postgres table (analytics.customer_hourly_totals) and a Kafka topic (customer-hourly-totals).
+
+Schedule: hourly, each run loading the hour that just ended (its data interval: the run
+at 06:00 UTC loads 05:00-06:00). ORDERS_HOURLY_SCHEDULE overrides the cron expression.
+Created paused: unpause it once orders land for the current day.
+
+Input: the daily example's JSON lines, $ORDERS_DATA/landing/date=YYYY-MM-DD/ (make a
+sample day with `python -m orders_sample`); the job keeps the orders whose ordered_at
+falls in the hour. Mode append loads each hour once (a committed hour is "nothing to
+do"); mode replace swaps that hour's rows (and marks the topic's records as replacing).
+
+Load a given hour: its run's data interval is the hour, so give the logical date of the
+hour's END (a manual run's interval is the last whole hour before its logical date):
+
+    airflow dags test orders_hourly_totals 2026-11-20T06:00:00+00:00            # 05:00-06:00
+    airflow dags test orders_hourly_totals 2026-11-20T06:00:00+00:00 -c '{"mode": "replace"}'
+
+or trigger it from the UI or the REST API with that logical date. There is no `date`
+param (a whole day is not an hour): a run without a data interval is refused.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pendulum
+from airflow.sdk import DAG, CronDataIntervalTimetable
+
+from twophase.spec import SpecError
+from twophase_airflow import LoadConfig, Table, Topic, load_params, two_phase_load
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TABLE_DDL = """
+create schema if not exists analytics;
+create table if not exists analytics.customer_hourly_totals (
+    customer_id text not null,
+    hour timestamptz not null,
+    orders int not null,
+    revenue numeric(22, 2) not null,
+    load_id text not null,
+    primary key (hour, customer_id)
+);
+"""
+
+
+def orders_data() -> Path:
+    return Path(os.environ.get("ORDERS_DATA", ROOT / ".stack" / "data" / "orders"))
+
+
+def describe_input(interval, params, load_id) -> dict:
+    """The day's folder and the hour in it. Refuses an interval longer than an hour or
+    across midnight: its rows would not be an hour's (the table holds one row per customer
+    and hour), and the job reads one day's folder."""
+    start, end = interval.start, interval.end
+    if end - start > timedelta(hours=1) or (end - timedelta(microseconds=1)).date() != start.date():
+        raise SpecError(f"orders_hourly_totals loads one hour of one day, not {start.isoformat()} .. "
+                        f"{end.isoformat()}; run it with the logical date of the hour's end, e.g. "
+                        "`airflow dags test orders_hourly_totals 2026-11-20T06:00:00+00:00` loads 05:00-06:00")
+    data, day = orders_data(), interval.day.isoformat()
+    return {"path": str(data / "landing" / f"date={day}"), "start": start.isoformat(), "end": end.isoformat(),
+            "rejects": str(data / "rejects" / f"date={day}" / f"load={load_id}")}
+
+
+with DAG(
+    dag_id="orders_hourly_totals",
+    description="Hourly order totals per customer, loaded atomically into a table and a topic",
+    schedule=CronDataIntervalTimetable(os.environ.get("ORDERS_HOURLY_SCHEDULE", "0 * * * *"), timezone="UTC"),
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    is_paused_upon_creation=True,
+    # The run's data interval is the hour: the daily `date` param has no meaning here.
+    params={k: v for k, v in load_params(min_rows=1, max_rejected_share=0.05).items() if k != "date"},
+    tags=["twophase", "example"],
+    doc_md=__doc__,
+):
+    two_phase_load(
+        LoadConfig(targets=[
+            Table("analytics.customer_hourly_totals", interval_column="hour", ddl=TABLE_DDL),
+            Topic("customer-hourly-totals", key_column="customer_id"),
+        ], describe_input=describe_input),
+        application=str(ROOT / "spark_jobs" / "orders_hourly_totals.py"),
+    )

@@ -1,0 +1,88 @@
+"""Prepare job of the hourly example: the orders of one hour -> totals per customer.
+
+Input (the load's `input`, from dags/orders_hourly_totals.py):
+    path        the day's landing folder of JSON lines, as the daily example reads
+    start, end  the hour, ISO instants: orders with start <= ordered_at < end are loaded
+    rejects     where rejected lines are kept for people to inspect
+
+The day's folder is listed, read, validated and de-duplicated by the daily job's own
+functions (orders_daily_totals.py, rules in order_rules.py); this job keeps the hour's
+orders and totals them per customer: (customer_id, hour, orders, revenue), which the
+table customer_hourly_totals and the topic load.
+
+Every line of the folder is counted once in the metrics:
+    input_lines = orders + duplicate_lines + other_hours_lines + rejected_lines + blank_lines
+- other_hours_lines: lines of valid orders of the day's other hours, neither loaded nor
+  rejected here (their own hour's load loads them);
+- rejected_lines: every rejected line of the folder: a line that is not a valid order has
+  no hour to trust, so each hour's load counts it and the max_rejected_share gate judges
+  the folder's share.
+
+Run by the DAG: spark-submit orders_hourly_totals.py --load-id <load id>
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from pyspark import StorageLevel, cloudpickle
+from pyspark.sql import functions as F
+
+import orders_daily_totals as daily
+from order_rules import REASONS
+from twophase.spark_job import Output, run
+
+# Executors get the daily job's functions inside the pickled ones (as it does its rules).
+cloudpickle.register_pickle_by_value(daily)
+
+log = logging.getLogger("orders_hourly_totals")
+
+
+def build(spark, spec) -> Output:
+    path, rejects = spec.input["path"], spec.input["rejects"]
+    start, end = (datetime.fromisoformat(spec.input[k]) for k in ("start", "end"))
+    listing = daily.list_day(spark, path)
+    for relative, size, why in listing.skipped:
+        log.warning("not read: %s/%s (%s bytes): %s", path, relative, f"{size:,}", why)
+    skipped = [s for s in listing.skipped if s[1] > 0]
+
+    classified = (daily.read_lines(spark, listing).mapInArrow(daily.classify_partition(start.date()), daily.CLASSIFIED)
+                  .persist(StorageLevel.MEMORY_AND_DISK))
+    counts = {(r["verdict"], r["reason"]): r["count"] for r in classified.groupBy("verdict", "reason").count().collect()}
+    orders, per_order = daily.dedupe(classified.where("verdict = 'valid'").select(
+        "order_id", "customer_id", "amount", "ordered_at"))
+    in_hour = (F.col("ordered_at") >= F.lit(start)) & (F.col("ordered_at") < F.lit(end))
+    agreed = F.col("versions") == 1
+    n = per_order.agg(F.count(F.when(agreed & in_hour, 1)).alias("orders"),
+                      F.sum(F.when(agreed & in_hour, F.col("copies") - 1)).alias("duplicates"),
+                      F.sum(F.when(agreed & ~in_hour, F.col("copies"))).alias("other_hours"),
+                      F.sum(F.when(~agreed, F.col("copies"))).alias("conflicting")).first()
+
+    by_reason = {REASONS[reason]: c for (verdict, reason), c in counts.items() if verdict == "rejected"}
+    if n["conflicting"]:
+        by_reason[REASONS["conflicting_order"]] = n["conflicting"]
+    rejected, blank = sum(by_reason.values()), counts.get(("blank", None), 0)
+    metrics = {
+        "input_files": len(listing.read), "input_lines": sum(counts.values()), "orders": n["orders"],
+        "duplicate_lines": n["duplicates"] or 0, "other_hours_lines": n["other_hours"] or 0,
+        "rejected_lines": rejected, "rejected_by_reason": by_reason, "blank_lines": blank,
+        "skipped_files": len(skipped), "skipped_bytes": sum(s[1] for s in skipped),
+        "skipped_paths": [{"path": p, "bytes": b, "why": why} for p, b, why in skipped[:daily.MAX_LISTED]],
+    }
+    log.info("read %d lines in %d files from %s: %d orders of %s .. %s loaded, %d lines of other hours, %d rejected, "
+             "%d duplicate deliveries skipped, %d blank lines skipped", metrics["input_lines"], len(listing.read),
+             path, n["orders"], start.isoformat(), end.isoformat(), metrics["other_hours_lines"], rejected,
+             metrics["duplicate_lines"], blank)
+    if rejected:
+        daily.rejects_of(classified, per_order).coalesce(1).write.mode("overwrite").json(rejects)
+        log.info("rejected lines (%s) kept in %s", by_reason, rejects)
+
+    # revenue: Spark's sum of decimal(12,2), decimal(22,2), as the table's column holds it.
+    per_customer = daily.totals(orders.where(in_hour), start.date().isoformat()).select(
+        "customer_id", F.lit(start).alias("hour"), "orders", "revenue")
+    return Output(per_customer, metrics)
+
+
+if __name__ == "__main__":
+    run(build)
