@@ -56,7 +56,7 @@ def cmd_show(log, conns, args) -> int:
 
 
 def cmd_recover(log, conns, args) -> int:
-    actions = recovery.recover(log, conns, timedelta(minutes=args.deadline_minutes))
+    actions = recovery.recover(log, conns, timedelta(minutes=args.deadline_minutes), pipeline=args.pipeline)
     for action in actions:
         print(action.describe())
     if not actions:
@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--pipeline")
     sub.add_parser("show", help="one load: votes and transition history").add_argument("load_id")
     rec = sub.add_parser("recover", help="resolve in-doubt loads and clean orphans")
+    rec.add_argument("--pipeline", help="resolve only this pipeline's loads (orphans are swept for all)")
     rec.add_argument("--deadline-minutes", type=float, default=recovery.DEFAULT_DEADLINE.total_seconds() / 60,
                      help="presume abort for undecided loads older than this")
     args = parser.parse_args(argv)

@@ -316,11 +316,12 @@ class TransactionLog:
                         "order by began_at desc limit %s", (pipeline, pipeline, limit))
             return [Load.from_row(r) for r in cur.fetchall()]
 
-    def unresolved(self) -> list[Load]:
-        """Loads not yet in a terminal state, oldest first."""
+    def unresolved(self, pipeline: str | None = None) -> list[Load]:
+        """Loads not yet in a terminal state (of one pipeline, when given), oldest first."""
         terminal = [s.value for s in states.TERMINAL]
         with self._cursor() as cur:
-            cur.execute("select * from twophase.loads where state <> all(%s) order by began_at", (terminal,))
+            cur.execute("select * from twophase.loads where state <> all(%s) and (%s::text is null or pipeline = %s) "
+                        "order by began_at", (terminal, pipeline, pipeline))
             return [Load.from_row(r) for r in cur.fetchall()]
 
     def states_of(self, load_ids: Iterable[str]) -> dict[str, State]:

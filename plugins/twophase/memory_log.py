@@ -138,10 +138,10 @@ class MemoryLog:
             rows = [r for r in self._loads.values() if pipeline is None or r["pipeline"] == pipeline]
             return [self._load(r) for r in reversed(self._by_began(rows))][:limit]
 
-    def unresolved(self) -> list[Load]:
+    def unresolved(self, pipeline: str | None = None) -> list[Load]:
         with self._lock:
             return [self._load(r) for r in self._by_began(self._loads.values())
-                    if State(r["state"]) not in states.TERMINAL]
+                    if State(r["state"]) not in states.TERMINAL and pipeline in (None, r["pipeline"])]
 
     def states_of(self, load_ids: Iterable[str]) -> dict[str, State]:
         with self._lock:

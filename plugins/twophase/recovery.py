@@ -34,10 +34,11 @@ class Action:
 
 
 def recover(log: TransactionLog, conns: Connections, deadline: timedelta = DEFAULT_DEADLINE,
-            now: datetime | None = None) -> list[Action]:
+            now: datetime | None = None, pipeline: str | None = None) -> list[Action]:
+    """Resolve the unresolved loads (of `pipeline` only, when given), then sweep orphans."""
     log.ensure_schema()  # the log's server down: PostgresUnreachable (the log maps its own errors)
     now = now or datetime.now(timezone.utc)
-    actions = [_resolve(log, conns, load, deadline, now) for load in log.unresolved()]
+    actions = [_resolve(log, conns, load, deadline, now) for load in log.unresolved(pipeline)]
     return actions + _clean_orphans(log, conns)
 
 

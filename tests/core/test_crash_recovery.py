@@ -60,7 +60,7 @@ def test_crash_then_recover(point, txlog, many_conns, many, pg_dsn, reporting_ds
         # Killed in doubt, except after the last state change, where only cleanup is left.
         in_doubt = point != "coordinator.committed_logged"
         assert (txlog.get(spec.load_id).state not in TERMINAL) == in_doubt
-        actions = recovery.recover(txlog, many_conns, deadline=timedelta(0))
+        actions = recovery.recover(txlog, many_conns, deadline=timedelta(0), pipeline=spec.pipeline)
         mine = [a for a in actions if a.load_id == spec.load_id]
         assert mine and mine[0].action != "failed", actions
     else:

@@ -109,7 +109,7 @@ def _records_by_load(bootstrap, topic) -> dict[str, tuple[int, int]]:
 def _staged_ranges_interleave(txlog, specs) -> bool:
     """True if some staging partition holds records of B inside A's staged offset range or
     the other way round (then the copy really had to skip the other load's records)."""
-    a, b = (txlog.votes(specs[n].load_id)["kafka"].committable["ranges"] for n in ("A", "B"))
+    a, b = (txlog.votes(specs[n].load_id)["kafka"].committable["topics"][0]["ranges"] for n in ("A", "B"))
     return any(p in b and a[p][0] <= b[p][1] and b[p][0] <= a[p][1] for p in a)
 
 

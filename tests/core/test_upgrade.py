@@ -57,7 +57,7 @@ def test_a_load_logged_by_the_old_release_recovers(spark, txlog, conns, pg_dsn, 
     if decided:  # the old vote task decided COMMIT, then the commit task crashed
         assert coordinator.vote(txlog, conns, spec.load_id).state == State.COMMITTING
 
-    actions = [a for a in recovery.recover(txlog, conns, deadline=timedelta(0)) if a.load_id == spec.load_id]
+    actions = [a for a in recovery.recover(txlog, conns, deadline=timedelta(0), pipeline=spec.pipeline) if a.load_id == spec.load_id]
     assert actions and actions[0].action in ("commit re-driven", "presumed abort"), actions
     load = txlog.get(spec.load_id)
     assert load.state == final, load.reason
