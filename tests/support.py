@@ -100,8 +100,8 @@ def orders_landing() -> Path:
     return Path(os.environ.get("ORDERS_DATA", ROOT / ".stack" / "data" / "orders")) / "landing"
 
 
-def fresh_day(pg_dsn: str) -> date:
-    """A day no load of the example pipeline has touched."""
+def fresh_day(pg_dsn: str, pipeline: str = ORDERS_PIPELINE) -> date:
+    """A day no load of the pipeline (default: the daily example) has touched."""
     rng = random.Random()
     with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
         cur.execute("select to_regclass('twophase.loads') is not null")
@@ -111,7 +111,7 @@ def fresh_day(pg_dsn: str) -> date:
             if not logged:
                 return day
             cur.execute("select 1 from twophase.loads where pipeline = %s and data_interval_start::date = %s",
-                        (ORDERS_PIPELINE, day))
+                        (pipeline, day))
             if cur.fetchone() is None:
                 return day
     raise AssertionError("no fresh day found")

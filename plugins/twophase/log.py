@@ -19,7 +19,7 @@ import psycopg2.extras
 from . import states
 from .errors import Terminal, servers
 from .spec import LoadSpec
-from .states import DECISION_OF, State
+from .states import DECISION_OF, TIMESTAMP_OF, State
 from .votes import Vote
 
 # Each entry upgrades the schema by one version; applied in order, each exactly once.
@@ -81,16 +81,6 @@ MIGRATIONS = [
     create index loads_pipeline_recent on twophase.loads (pipeline, began_at desc, load_id);
     """,
 ]
-
-_TIMESTAMP_OF = {
-    State.PREPARED: "prepared_at",
-    State.COMMITTING: "decided_at",
-    State.ABORTING: "decided_at",
-    State.COMMITTED: "finished_at",
-    State.ABORTED: "finished_at",
-    State.VIOLATED: "finished_at",
-}
-
 
 class UnknownLoad(Terminal, LookupError):
     pass
@@ -237,7 +227,7 @@ class TransactionLog:
                     raise StateConflict(load_id, current, expect)
                 states.check(load_id, current, to)
                 decision = DECISION_OF.get(to)
-                stamp = _TIMESTAMP_OF.get(to)
+                stamp = TIMESTAMP_OF.get(to)
                 cur.execute(
                     f"""update twophase.loads set state = %s, decision = coalesce(%s, decision),
                            reason = coalesce(%s, reason), updated_at = now()

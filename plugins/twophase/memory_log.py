@@ -21,18 +21,8 @@ from typing import Callable, Iterable
 from . import states
 from .log import MIGRATIONS, Load, StateConflict, Transition, UnknownLoad
 from .spec import LoadSpec
-from .states import DECISION_OF, State
+from .states import DECISION_OF, TIMESTAMP_OF, State
 from .votes import Vote
-
-_TIMESTAMP_OF = {
-    State.PREPARED: "prepared_at",
-    State.COMMITTING: "decided_at",
-    State.ABORTING: "decided_at",
-    State.COMMITTED: "finished_at",
-    State.ABORTED: "finished_at",
-    State.VIOLATED: "finished_at",
-}
-
 
 def _json(value):
     return json.loads(json.dumps(value))
@@ -92,7 +82,7 @@ class MemoryLog:
                 if expect is not None and current not in set(expect):
                     raise StateConflict(load_id, current, expect)
                 states.check(load_id, current, to)
-                decision, stamp, now = DECISION_OF.get(to), _TIMESTAMP_OF.get(to), self._clock()
+                decision, stamp, now = DECISION_OF.get(to), TIMESTAMP_OF.get(to), self._clock()
                 row.update(state=to.value, updated_at=now)
                 if decision is not None:
                     row["decision"] = decision.value

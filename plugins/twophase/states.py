@@ -53,6 +53,16 @@ TERMINAL = frozenset(s for s, targets in TRANSITIONS.items() if not targets)
 # Entering these states logs the decision.
 DECISION_OF = {State.COMMITTING: Decision.COMMIT, State.ABORTING: Decision.ABORT}
 
+# Entering these states stamps the phase's end (the log's column of that name).
+TIMESTAMP_OF = {
+    State.PREPARED: "prepared_at",
+    State.COMMITTING: "decided_at",
+    State.ABORTING: "decided_at",
+    State.COMMITTED: "finished_at",
+    State.ABORTED: "finished_at",
+    State.VIOLATED: "finished_at",
+}
+
 
 class IllegalTransition(Exception):
     """A state change the table forbids; the log is left as it was."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import psycopg2
 
+import support
 from expected import _valid as valid_order  # the daily example's rules, as docs/example.md states them
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,19 +53,7 @@ def run_hour(orders_data: Path, hour: datetime, conf: dict | None = None) -> Hou
 
 def fresh_day(pg_dsn: str) -> date:
     """A day no load of the hourly pipeline has touched."""
-    rng = random.Random()
-    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
-        cur.execute("select to_regclass('twophase.loads') is not null")
-        logged = cur.fetchone()[0]
-        for _ in range(100):
-            day = date(2040, 1, 1) + timedelta(days=rng.randrange(30000))
-            if not logged:
-                return day
-            cur.execute("select 1 from twophase.loads where pipeline = %s and data_interval_start::date = %s",
-                        (PIPELINE, day))
-            if cur.fetchone() is None:
-                return day
-    raise AssertionError("no fresh day found")
+    return support.fresh_day(pg_dsn, PIPELINE)
 
 
 @dataclass
