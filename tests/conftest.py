@@ -12,6 +12,11 @@ import uuid
 
 import pytest
 
+# The session-scoped Spark fixture, defined once for every folder: two definitions (one per
+# folder's conftest) made two fixtures of one SparkSession, and the second to stop it at the
+# end of the run found its gateway gone.
+from core.spark_session import spark  # noqa: F401
+
 
 def _required_env(name: str) -> str:
     value = os.environ.get(name)

@@ -15,9 +15,6 @@ import psycopg2
 import pytest
 
 from contract_harness import IMPLEMENTATIONS, harness_for
-from core import spark_session
-
-spark = spark_session.spark  # the session-scoped Spark fixture of tests/core
 
 
 def pytest_generate_tests(metafunc):

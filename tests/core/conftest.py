@@ -11,7 +11,6 @@ from twophase.log import TransactionLog
 from support import REPORTING
 from twophase.spec import Connections
 
-from spark_session import spark  # noqa: F401  (the session-scoped Spark fixture)
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,8 @@ def stop_spark(session) -> None:
     """Stop the session, shut its Py4J gateway down and wait for the JVM to exit."""
     from pyspark import SparkContext
 
+    if SparkContext._gateway is None:  # stopped already: nothing is left to stop
+        return
     session.stop()
     gateway = SparkContext._gateway
     if gateway is None:
