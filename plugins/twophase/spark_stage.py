@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 
@@ -31,6 +31,32 @@ from .participant import PartitionWriter, Staging
 RESULT_SCHEMA = "part int, attempt string, rows long, participant string, target string, report string"
 _RESULT_ARROW = pa.schema([("part", pa.int32()), ("attempt", pa.string()), ("rows", pa.int64()),
                           ("participant", pa.string()), ("target", pa.string()), ("report", pa.string())])
+
+
+def stage_partition(writers: list[PartitionWriter], part: int, attempt: str, batches: Iterable[pa.RecordBatch],
+                    after_first_batch: Callable[[], None] = lambda: None) -> tuple[int, list[dict]]:
+    """One attempt of one partition: open every writer, hand each non-empty batch to all,
+    close all; on any failure discard every writer opened and raise. (rows, reports)."""
+    opened: list[PartitionWriter] = []
+    rows = 0
+    try:
+        for writer in writers:
+            writer.open(part, attempt)
+            opened.append(writer)
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            for writer in opened:
+                writer.write(batch)
+            rows += batch.num_rows
+            if rows == batch.num_rows:
+                after_first_batch()
+        reports = [writer.close() for writer in opened]
+    except BaseException:
+        for writer in opened:
+            writer.discard()
+        raise
+    return rows, reports
 
 
 @dataclass
@@ -45,25 +71,8 @@ class StagePartition:
 
         part = TaskContext.get().partitionId()
         attempt = uuid.uuid4().hex[:16]  # unique across retries, stages and Spark applications
-        opened: list[PartitionWriter] = []
-        rows = 0
-        try:
-            for _, _, writer in self.writers:
-                writer.open(part, attempt)
-                opened.append(writer)
-            for batch in batches:
-                if not batch.num_rows:
-                    continue
-                for writer in opened:
-                    writer.write(batch)
-                rows += batch.num_rows
-                if rows == batch.num_rows:
-                    failpoints.hit("spark.partition_midway")
-            reports = [writer.close() for writer in opened]
-        except BaseException:
-            for writer in opened:
-                writer.discard()
-            raise
+        rows, reports = stage_partition([w for _, _, w in self.writers], part, attempt, batches,
+                                        lambda: failpoints.hit("spark.partition_midway"))
         failpoints.hit("spark.partition_staged")
         yield pa.RecordBatch.from_pylist([
             {"part": part, "attempt": attempt, "rows": rows, "participant": participant, "target": target,

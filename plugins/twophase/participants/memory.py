@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Mapping
 from ..errors import ServerUnreachable
 from ..outcome import Kind, Outcome
 from ..participant import Participant, PartitionWriter, Staging, Swept
-from ..spark_stage import Staged
+from ..spark_stage import Staged, stage_partition
 from ..spec import SpecError
 from ..states import TERMINAL, State
 from ..votes import Vote
@@ -408,7 +408,7 @@ class _AttemptDied(Exception):
 class LocalStage:
     """coordinator.prepare's `stage`: spark_stage.stage in-process, over a LocalFrame.
 
-    Each partition runs as spark_stage.StagePartition does (open every writer with a fresh
+    Each partition runs spark_stage.stage_partition, as StagePartition does (open every writer with a fresh
     attempt id, write each non-empty batch to all, close all, discard all on failure), on
     writers unpickled afresh per attempt, as Spark ships them to each task. A failed
     attempt is retried, up to `max_attempts` (Spark's task.maxFailures), then the error
@@ -460,25 +460,11 @@ class LocalStage:
                 break
 
     def _attempt(self, writers: list[PartitionWriter], part: int, attempt: str, batches, first: bool):
-        opened: list[PartitionWriter] = []
-        rows = 0
-        try:
-            for writer in writers:
-                writer.open(part, attempt)
-                opened.append(writer)
-            for batch in batches:
-                if not batch.num_rows:
-                    continue
-                for writer in opened:
-                    writer.write(batch)
-                rows += batch.num_rows
-                if first and part in self.crash_midway:
-                    raise _AttemptDied(f"partition {part}: attempt {attempt} died after its first batch")
-            reports = [writer.close() for writer in opened]
-        except BaseException:
-            for writer in opened:
-                writer.discard()
-            raise
+        def midway() -> None:
+            if first and part in self.crash_midway:
+                raise _AttemptDied(f"partition {part}: attempt {attempt} died after its first batch")
+
+        rows, reports = stage_partition(writers, part, attempt, batches, midway)
         if first and part in self.crash_staged:
             raise _AttemptDied(f"partition {part}: attempt {attempt} staged everything, died before reporting")
         return rows, reports
