@@ -100,9 +100,13 @@ def _write_config(ports: Ports) -> Path:
 def _format_storage(config: Path) -> None:
     if (home() / "data" / "meta.properties").exists():
         return
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    # Like Kafka's own random ids, never one that begins with "-" (a command
+    # line would read it as an option; it is also passed as --cluster-id=).
+    cluster_id = "-"
+    while cluster_id.startswith("-"):
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
     run(["java", "-cp", classpath(), "kafka.tools.StorageTool", "format",
-         "-t", cluster_id, "-c", str(config)])
+         f"--cluster-id={cluster_id}", f"--config={config}"])
 
 
 def _port_open(port: int) -> bool:
