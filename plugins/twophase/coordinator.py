@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from . import failpoints
 from .errors import ServerUnreachable, Terminal, Transient, root_cause
-from .log import Load, StateConflict, TransactionLog, UnknownLoad
+from .log import Load, StateConflict, TransactionLog
 from .outcome import Kind, Outcome
 from .participant import Participant, outcome_of, servers_of
 from .participants import commit_order
@@ -60,18 +60,17 @@ class IntervalBusy(Terminal):
 
 
 @contextmanager
-def _retry_when_down(log: TransactionLog, load_id: str, conns: Connections):
-    """A server that does not answer (the log's, a participant's) is transient: RetryLater
-    with one line naming it, never a client library's traceback. The log maps its own
-    server's errors; a participant's raw errors are mapped by the participant."""
+def _step(log: TransactionLog, load_id: str, conns: Connections):
+    """Reads the load once and builds its participants for one step: yields (load,
+    participants). A server that does not answer (the log's, a participant's) is
+    transient: RetryLater with one line naming it, never a client library's traceback.
+    The log maps its own server's errors; a participant's raw errors are mapped by the
+    participant. An unknown load raises UnknownLoad."""
     try:
-        parts: list[Participant] = []
-        try:
-            parts = conns.participants(log.get(load_id).spec())
-        except UnknownLoad:
-            pass
+        load = log.get(load_id)
+        parts = conns.participants(load.spec())
         with servers_of(parts):
-            yield
+            yield load, parts
     except ServerUnreachable as exc:
         raise RetryLater(str(exc)) from None
 
@@ -124,9 +123,10 @@ def prepare(log: TransactionLog, conns: Connections, load_id: str, df, metrics: 
         return log.votes(load_id)
     if load.state != State.PREPARING:
         raise StateConflict(load_id, load.state, [State.PREPARING])
+    parts = conns.participants(load.spec())
     try:
-        with servers_of(conns.participants(load.spec())):
-            return _prepare(log, conns, load, df, metrics, stage)
+        with servers_of(parts):
+            return _prepare(log, load, parts, df, metrics, stage)
     except StateConflict:
         raise
     except Exception as exc:
@@ -145,17 +145,16 @@ def record_prepare_error(log: TransactionLog, load_id: str, exc: BaseException) 
     return cause
 
 
-def _prepare(log: TransactionLog, conns: Connections, load: Load, df, metrics: dict | None, stage) -> dict[str, Vote]:
+def _prepare(log: TransactionLog, load: Load, parts: list[Participant], df, metrics: dict | None,
+             stage) -> dict[str, Vote]:
     if stage is None:
         from .spark_stage import stage
 
     load_id = load.load_id
-    parts = conns.participants(load.spec())
     frames = df if isinstance(df, dict) else {"": df}
     stagings = {p.name: p.stage({name: list(frame.columns) for name, frame in frames.items()}) for p in parts}
     staged = stage(frames, stagings)
-    spec = load.spec()
-    log.set_expected(load_id, staged.expected, metrics, rows=staged.expected.get(spec.targets[0].name))
+    log.set_expected(load_id, staged.expected, metrics, rows=staged.expected.get(load.spec().targets[0].name))
     votes = [p.prepare(stagings[p.name].marks, staged.reports[p.name],
                        {t: staged.expected[t] for t in p.targets}) for p in parts]
     for v in votes:
@@ -176,12 +175,12 @@ def vote(log: TransactionLog, conns: Connections, load_id: str, rules=()) -> Loa
     Already decided: returns the load unchanged. Still PREPARING (prepare failed or is
     missing): decides ABORT.
     """
-    with _retry_when_down(log, load_id, conns):
-        return _vote(log, conns, load_id, rules)
+    with _step(log, load_id, conns) as (load, parts):
+        return _vote(log, load, parts, rules)
 
 
-def _vote(log: TransactionLog, conns: Connections, load_id: str, rules) -> Load:
-    load = log.get(load_id)
+def _vote(log: TransactionLog, load: Load, parts: list[Participant], rules) -> Load:
+    load_id = load.load_id
     if load.state not in (State.PREPARING, State.PREPARED):
         return load
     if load.state == State.PREPARING:
@@ -189,7 +188,6 @@ def _vote(log: TransactionLog, conns: Connections, load_id: str, rules) -> Load:
                    else "prepare did not finish (the Spark job failed or was never run)"]
     else:
         votes = log.votes(load_id)
-        parts = conns.participants(load.spec())
         reasons = reasons_to_abort([p.name for p in parts], votes, _expected(load), list(rules), load.metrics,
                                    load.expected_rows)
         if not reasons:
@@ -248,12 +246,12 @@ def commit(log: TransactionLog, conns: Connections, load_id: str) -> list[Outcom
     - Called again on a load such a failure left ABORTING (its rollback said retry
       later): finishes the rollback, then LoadAborted.
     """
-    with _retry_when_down(log, load_id, conns):
-        return _commit(log, conns, load_id)
+    with _step(log, load_id, conns) as (load, parts):
+        return _commit(log, conns, load, parts)
 
 
-def _commit(log: TransactionLog, conns: Connections, load_id: str) -> list[Outcome]:
-    load = log.get(load_id)
+def _commit(log: TransactionLog, conns: Connections, load: Load, parts: list[Participant]) -> list[Outcome]:
+    load_id = load.load_id
     if load.state == State.COMMITTED:
         return []
     if load.state == State.ABORTING:  # an earlier attempt found a participant failed for good: finish its rollback
@@ -263,7 +261,7 @@ def _commit(log: TransactionLog, conns: Connections, load_id: str) -> list[Outco
     if load.state != State.COMMITTING:
         raise StateConflict(load_id, load.state, [State.COMMITTING])
     votes = log.votes(load_id)
-    parts = commit_order(conns.participants(load.spec()))
+    parts = commit_order(parts)
     outcomes: list[Outcome] = []
     for p in parts:
         outcome = outcome_of(p, "commit", lambda p=p: p.commit(votes[p.name]))
@@ -301,12 +299,12 @@ def rollback(log: TransactionLog, conns: Connections, load_id: str, reason: str 
     From PREPARING or PREPARED (prepare failed, or recovery presumes abort) it first
     logs the ABORT decision with `reason`. Never touches the target topic.
     """
-    with _retry_when_down(log, load_id, conns):
-        return _rollback(log, conns, load_id, reason)
+    with _step(log, load_id, conns) as (load, parts):
+        return _rollback(log, load, parts, reason)
 
 
-def _rollback(log: TransactionLog, conns: Connections, load_id: str, reason: str | None) -> list[Outcome]:
-    load = log.get(load_id)
+def _rollback(log: TransactionLog, load: Load, parts: list[Participant], reason: str | None) -> list[Outcome]:
+    load_id = load.load_id
     if load.state == State.ABORTED:
         return []
     if load.state in (State.PREPARING, State.PREPARED):
@@ -319,7 +317,7 @@ def _rollback(log: TransactionLog, conns: Connections, load_id: str, reason: str
         raise StateConflict(load_id, load.state, [State.PREPARING, State.PREPARED, State.ABORTING])
     votes = log.votes(load_id)
     outcomes = []
-    for i, p in enumerate(commit_order(conns.participants(load.spec()))):
+    for i, p in enumerate(commit_order(parts)):
         if i == 1:
             failpoints.hit("rollback.middle")
         outcomes.append(outcome_of(p, "abort", lambda p=p: p.abort(votes.get(p.name))))

@@ -32,21 +32,13 @@ target (twophase.spec does) loads no Kafka client.
 
 from __future__ import annotations
 
-from importlib import import_module
+from ...lazy import lazy_exports
 
-_EXPORTS = {
+__getattr__, __all__ = lazy_exports(__name__, {
     "target": ("KafkaTarget", "STAGING_SUFFIX", "TOPIC_MAX_LENGTH", "check_topic"),
     "client": ("ConnectionLog", "DEFAULT_MAX_MESSAGE_BYTES", "ensure_topics", "kafka_client", "kafka_config"),
     "writer": ("H_ATTEMPT", "H_LOAD", "H_PART", "KafkaWriter", "RecordTooLarge", "public_headers",
                "record_checksum"),
     "reader": ("count_topic_by_load", "iter_topic"),
     "participant": ("NAME", "KafkaParticipant"),
-}
-__all__ = sorted(name for names in _EXPORTS.values() for name in names)
-
-
-def __getattr__(name: str):
-    for module, names in _EXPORTS.items():
-        if name in names:
-            return getattr(import_module(f"{__name__}.{module}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+})

@@ -26,20 +26,12 @@ target (twophase.spec does) loads neither psycopg2 nor pyarrow.
 
 from __future__ import annotations
 
-from importlib import import_module
+from ...lazy import lazy_exports
 
-_EXPORTS = {
+__getattr__, __all__ = lazy_exports(__name__, {
     "target": ("PostgresTarget",),
     "server": ("MARKERS", "PART_COLUMN", "PostgresConfigError", "drop_staging_table", "is_prepared",
                "prepared_gids", "rollback_gid", "staging_tables"),
     "writer": ("PostgresWriter", "StagingRefused"),
     "participant": ("NAME", "PostgresParticipant"),
-}
-__all__ = sorted(name for names in _EXPORTS.values() for name in names)
-
-
-def __getattr__(name: str):
-    for module, names in _EXPORTS.items():
-        if name in names:
-            return getattr(import_module(f"{__name__}.{module}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+})
