@@ -52,6 +52,11 @@ def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def describe_host() -> str:
+    """One line: CPUs, memory, OS."""
+    return f"{os.cpu_count()} × {_cpu_model()}, {_ram_gib():.1f} GiB, {platform.system()} {platform.release()}"
+
+
 def describe(spark, dsn: str) -> dict:
     with closing(psycopg2.connect(dsn)) as conn, conn.cursor() as cur:
         cur.execute("show server_version")

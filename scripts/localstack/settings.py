@@ -46,6 +46,10 @@ PIPELINE_DB = "twophase"
 # Airflow connection is twophase_reporting).
 REPORTING_DB = "twophase_reporting"
 CONN_REPORTING = "twophase_reporting"
+# The benchmark's comparison with an earlier release (bench/compare) gives that release
+# this database for its transaction log: an older release cannot read a log that a newer
+# one has migrated.
+BASELINE_DB = "twophase_baseline"
 PIPELINE_ROLE = "twophase"
 AIRFLOW_DB = "airflow"
 
