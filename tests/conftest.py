@@ -35,6 +35,12 @@ def kafka_bootstrap() -> str:
     return _required_env("TWOPHASE_KAFKA_BOOTSTRAP")
 
 
+@pytest.fixture(scope="session")
+def iceberg_catalog() -> str:
+    """The stack's Iceberg catalog: pyiceberg properties as JSON (scripts/stack env)."""
+    return _required_env("TWOPHASE_ICEBERG_CATALOG")
+
+
 @pytest.fixture
 def unique_name(request) -> str:
     """A name no other test (or earlier run) uses: for topics, tables, ids."""

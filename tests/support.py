@@ -11,7 +11,7 @@ from pathlib import Path
 import psycopg2
 
 from twophase.ids import load_id_for
-from twophase.spec import KafkaTarget, LoadSpec, PostgresTarget
+from twophase.spec import IcebergTarget, KafkaTarget, LoadSpec, PostgresTarget
 from twophase.participants.kafka import iter_topic
 
 
@@ -120,15 +120,21 @@ def fresh_day(pg_dsn: str, pipeline: str = ORDERS_PIPELINE) -> date:
 REPORTING = "reporting"  # the connection name of the stack's second database in the core's tests
 
 
+# The Iceberg table of many_spec: make_df's columns, partitioned by day (created by the load).
+ICEBERG_COLUMNS = {"customer_id": "string", "day": "date", "orders": "int", "revenue": "decimal(12, 2)",
+                   "note": "string"}
+
+
 def many_spec(many: dict, run_id: str, pipeline: str = "core_tests") -> LoadSpec:
-    """Three tables over two databases (the summary one fed by the frame "summary") and
-    two topics: the tables and topics of the `many` fixture (tests/core/conftest.py)."""
+    """Three tables over two databases (the summary one fed by the frame "summary"), two
+    topics and an Iceberg table: the targets of the `many` fixture (tests/core/conftest.py)."""
     return LoadSpec(
         load_id=load_id_for(pipeline, run_id), pipeline=pipeline, run_id=run_id,
         targets=(PostgresTarget(many["orders"]), PostgresTarget(many["summary"], frame="summary"),
                  PostgresTarget(many["reporting"], connection=REPORTING),
                  KafkaTarget(many["topic"], "customer_id", partitions=2),
-                 KafkaTarget(many["topic2"], "customer_id", partitions=3, value_columns=("customer_id", "orders"))))
+                 KafkaTarget(many["topic2"], "customer_id", partitions=3, value_columns=("customer_id", "orders")),
+                 IcebergTarget(many["iceberg"], columns=ICEBERG_COLUMNS, partition_by=("day",))))
 
 
 def many_frames(spark, rows: int) -> dict:
@@ -148,4 +154,55 @@ def many_seen(many: dict, pg_dsn: str, reporting_dsn: str, bootstrap: str, load_
     return {"orders": count_table_rows(pg_dsn, many["orders"], load_id),
             "summary": count_table_rows(pg_dsn, many["summary"], load_id),
             "reporting": count_table_rows(reporting_dsn, many["reporting"], load_id),
-            "topic": records(many["topic"]), "topic2": records(many["topic2"])}
+            "topic": records(many["topic"]), "topic2": records(many["topic2"]),
+            "iceberg": count_iceberg_rows(many["iceberg"], load_id)}
+
+
+def iceberg_table(name: str):
+    """The stack's Iceberg table `name` (a catalog of its own), or None."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from twophase.participants.iceberg import catalog_of
+
+    try:
+        return catalog_of(os.environ["TWOPHASE_ICEBERG_CATALOG"]).load_table(name)
+    except NoSuchTableError:
+        return None
+
+
+def count_iceberg_rows(name: str, load_id: str) -> int:
+    """Rows of the load in the table's current snapshot, scanned by pyiceberg."""
+    from pyiceberg.expressions import EqualTo
+
+    table = iceberg_table(name)
+    return 0 if table is None else table.scan(row_filter=EqualTo("load_id", load_id)).to_arrow().num_rows
+
+
+def iceberg_leftovers(name: str, load_id: str) -> list[str]:
+    """Files of the load's Iceberg staging directory that no snapshot references."""
+    from twophase.participants.iceberg import ABORTED_MARK, staging_dir
+    from twophase.participants.iceberg.catalog import staged_files
+
+    table = iceberg_table(name)
+    if table is None:
+        return []
+    referenced = set(table.inspect.all_files().column("file_path").to_pylist()) if table.snapshots() else set()
+    return [uri for uri in staged_files(staging_dir(table, load_id))
+            if uri not in referenced and not uri.endswith("/" + ABORTED_MARK)]
+
+
+def drop_iceberg_table(name: str) -> None:
+    """Purge the table and delete its folder (test hygiene)."""
+    from twophase.participants.iceberg import catalog_of
+    from twophase.participants.iceberg.catalog import filesystem
+
+    table = iceberg_table(name)
+    if table is None:
+        return
+    location = table.location()
+    catalog_of(os.environ["TWOPHASE_ICEBERG_CATALOG"]).purge_table(name)
+    fs, path = filesystem(location)
+    try:
+        fs.delete_dir(path)
+    except FileNotFoundError:
+        pass

@@ -24,6 +24,8 @@ POINTS = (
     "pg.committed",                 # COMMIT PREPARED done, log not yet COMMITTED
     "coordinator.committed_logged", # COMMITTED logged, Postgres staging not yet dropped
     "rollback.middle",              # Kafka side rolled back, Postgres not yet
+    "iceberg.prepared",             # Iceberg staged files checked, its vote not yet returned
+    "iceberg.committed",            # Iceberg snapshot committed in the catalog, the next participant not yet
 )
 
 

@@ -111,6 +111,12 @@ class Participant(ABC):
     targets: tuple[str, ...]  # the names of the targets it writes
     endpoint: str        # the server it talks to (a DSN may hold a password: never log it)
 
+    @classmethod
+    def group_of(cls, target) -> str:
+        """Targets of this kind on one server with the same group share one participant;
+        '' (the default) puts them all in one."""
+        return ""
+
     @abstractmethod
     def stage(self, frames: Mapping[str, list[str]]) -> Staging:
         """Driver, before the staging pass: check the targets can take the load (`frames`:

@@ -15,19 +15,21 @@ from typing import Any, Callable
 # modules need only twophase.errors, and the participants' packages load their drivers
 # lazily, so importing them here makes no cycle and loads no client library.
 from .errors import SpecError
+from .participants.iceberg.target import IcebergTarget
 from .participants.kafka.target import STAGING_SUFFIX, TOPIC_MAX_LENGTH, KafkaTarget, check_topic
 from .participants.postgres.target import PostgresTarget
 from .participants.target_rules import WRITE_MODES
 
 CONNECTIONS_ENV = "TWOPHASE_CONNECTIONS"
+ICEBERG_ENV = "TWOPHASE_ICEBERG_CATALOG"
 
-__all__ = ["CONNECTIONS_ENV", "STAGING_SUFFIX", "TARGET_KINDS", "TOPIC_MAX_LENGTH", "WRITE_MODES", "Connections",
-           "KafkaTarget", "LoadSpec", "PostgresTarget", "SpecError", "Target", "check_topic", "target_from_json",
+__all__ = ["CONNECTIONS_ENV", "ICEBERG_ENV", "STAGING_SUFFIX", "TARGET_KINDS", "TOPIC_MAX_LENGTH", "WRITE_MODES",
+           "Connections", "IcebergTarget", "KafkaTarget", "LoadSpec", "PostgresTarget", "SpecError", "Target", "check_topic", "target_from_json",
            "target_to_json"]
 
 
-TARGET_KINDS = {"postgres": PostgresTarget, "kafka": KafkaTarget}
-Target = PostgresTarget | KafkaTarget
+TARGET_KINDS = {"postgres": PostgresTarget, "kafka": KafkaTarget, "iceberg": IcebergTarget}
+Target = PostgresTarget | KafkaTarget | IcebergTarget
 
 
 def target_from_json(data: dict) -> Target:
@@ -109,10 +111,13 @@ class Connections:
 
     `pg_dsn`: the transaction log's database, which is also where a table target with no
     `connection` goes; `kafka_bootstrap`: the cluster of a topic target with no
-    `connection`. `named`: other servers by connection name, {name: (kind, DSN or
-    bootstrap servers)}, for targets that name them (tables of a second database, topics
-    of a second cluster). The environment form is TWOPHASE_CONNECTIONS, a JSON object
-    {name: [kind, address]}. DSNs hold passwords: never log them (repr hides them).
+    `connection`; `iceberg_catalog`: the catalog of an Iceberg target with no `connection`
+    (a JSON object of pyiceberg catalog properties; TWOPHASE_ICEBERG_CATALOG). `named`:
+    other servers by connection name, {name: (kind, DSN, bootstrap servers or catalog
+    properties)}, for targets that name them (tables of a second database, topics of a
+    second cluster). The environment form is TWOPHASE_CONNECTIONS, a JSON object {name:
+    [kind, address]}. DSNs and catalog properties hold passwords: never log them (repr
+    hides them).
     """
 
     pg_dsn: str
@@ -121,6 +126,7 @@ class Connections:
     # Finds a connection `named` does not hold, by name: (kind, address). Recovery uses
     # Airflow's, as it finishes loads whose targets name any connection.
     lookup: Callable[[str], tuple[str, str]] | None = field(default=None, repr=False, compare=False)
+    iceberg_catalog: str = ""
 
     @classmethod
     def from_env(cls) -> "Connections":
@@ -132,19 +138,25 @@ class Connections:
             parsed = {name: tuple(value) for name, value in json.loads(named).items()}
         except (ValueError, TypeError, AttributeError):
             raise SpecError(f"{CONNECTIONS_ENV} must be a JSON object {{name: [kind, address]}}") from None
-        return cls(os.environ["TWOPHASE_PG_DSN"], os.environ.get("TWOPHASE_KAFKA_BOOTSTRAP", ""), parsed)
+        return cls(os.environ["TWOPHASE_PG_DSN"], os.environ.get("TWOPHASE_KAFKA_BOOTSTRAP", ""), parsed,
+                   iceberg_catalog=os.environ.get(ICEBERG_ENV, ""))
 
     def to_env(self) -> dict[str, str]:
         """The environment from_env reads (for a spark-submit; never for a command line)."""
         env = {"TWOPHASE_PG_DSN": self.pg_dsn, "TWOPHASE_KAFKA_BOOTSTRAP": self.kafka_bootstrap}
         if self.named:
             env[CONNECTIONS_ENV] = json.dumps({name: list(value) for name, value in self.named.items()})
+        if self.iceberg_catalog:
+            env[ICEBERG_ENV] = self.iceberg_catalog
         return env
+
+    def _defaults(self) -> dict[str, str]:
+        return {"postgres": self.pg_dsn, "kafka": self.kafka_bootstrap, "iceberg": self.iceberg_catalog}
 
     def address(self, kind: str, connection: str) -> str:
         """The DSN or bootstrap servers of a target's `connection` ('' = the default)."""
         if not connection:
-            defaults = {"postgres": self.pg_dsn, "kafka": self.kafka_bootstrap}
+            defaults = self._defaults()
             if not defaults.get(kind):
                 raise SpecError(f"a {kind} target must name its connection: there is no default {kind} server")
             return defaults[kind]
@@ -161,7 +173,7 @@ class Connections:
 
     def addresses(self, kind: str) -> list[str]:
         """Every server of this kind the connections know (recovery sweeps them all)."""
-        defaults = [a for a in {"postgres": [self.pg_dsn], "kafka": [self.kafka_bootstrap]}.get(kind, []) if a]
+        defaults = [a for a in [self._defaults().get(kind)] if a]
         return [*defaults, *(address for k, address in self.named.values() if k == kind and address not in defaults)]
 
     def participants(self, spec: LoadSpec) -> list:
@@ -177,4 +189,5 @@ class Connections:
         return sweep_all(self, state_of)
 
     def __repr__(self) -> str:  # never print a DSN: it holds a password
-        return f"Connections(pg=<dsn>, kafka={self.kafka_bootstrap}, named={sorted(self.named)})"
+        iceberg = ", iceberg=<catalog>" if self.iceberg_catalog else ""
+        return f"Connections(pg=<dsn>, kafka={self.kafka_bootstrap}{iceberg}, named={sorted(self.named)})"

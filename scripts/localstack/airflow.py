@@ -13,12 +13,23 @@ import psycopg2
 
 from . import postgres, secrets
 from .proc import StackError
-from .settings import (AIRFLOW_DB, CONN_KAFKA, CONN_POSTGRES, CONN_REPORTING, CONN_SPARK, PIPELINE_DB, PIPELINE_ROLE,
-                       REPORTING_DB, ROOT, Ports, stack_dir, venv_bin)
+from .settings import (AIRFLOW_DB, CONN_ICEBERG, CONN_KAFKA, CONN_POSTGRES, CONN_REPORTING, CONN_SPARK,
+                       ICEBERG_CATALOG_NAME, ICEBERG_DB, PIPELINE_DB, PIPELINE_ROLE, REPORTING_DB, ROOT, Ports, stack_dir,
+                       venv_bin)
 
 
 def home():
     return stack_dir() / "airflow"
+
+
+def iceberg_catalog(port: int) -> str:
+    """The stack's Iceberg catalog as pyiceberg properties (JSON; holds the password)."""
+    password = secrets.load()["pipeline_password"]
+    return json.dumps({
+        "name": ICEBERG_CATALOG_NAME, "type": "sql",
+        "uri": f"postgresql+psycopg2://{PIPELINE_ROLE}:{password}@127.0.0.1:{port}/{ICEBERG_DB}",
+        "warehouse": (stack_dir() / "iceberg" / "warehouse").as_uri(),
+    })
 
 
 def environment() -> dict[str, str]:
@@ -49,6 +60,10 @@ def environment() -> dict[str, str]:
             "login": PIPELINE_ROLE, "password": password, "schema": REPORTING_DB,
         }),
         "TWOPHASE_REPORTING_DSN": postgres.dsn(ports.postgres, REPORTING_DB),
+        "TWOPHASE_ICEBERG_CATALOG": iceberg_catalog(ports.postgres),
+        f"AIRFLOW_CONN_{CONN_ICEBERG.upper()}": json.dumps({
+            "conn_type": "iceberg", "extra": json.loads(iceberg_catalog(ports.postgres)),
+        }),
         f"AIRFLOW_CONN_{CONN_KAFKA.upper()}": json.dumps({
             "conn_type": "kafka", "extra": {"bootstrap.servers": kafka_bootstrap},
         }),

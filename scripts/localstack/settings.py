@@ -50,6 +50,11 @@ CONN_REPORTING = "twophase_reporting"
 # this database for its transaction log: an older release cannot read a log that a newer
 # one has migrated.
 BASELINE_DB = "twophase_baseline"
+# The Iceberg catalog of the stack: pyiceberg's SQL catalog in this database, its tables'
+# files in <stack>/iceberg/warehouse (Airflow connection twophase_iceberg).
+ICEBERG_DB = "twophase_iceberg"
+CONN_ICEBERG = "twophase_iceberg"
+ICEBERG_CATALOG_NAME = "twophase"
 PIPELINE_ROLE = "twophase"
 AIRFLOW_DB = "airflow"
 

@@ -9,8 +9,11 @@ participants, so a change of their constructors is absorbed here.
 
 - MemoryHarness: MemoryParticipant over a MemoryStore (two targets), staged through
   LocalStage from plain rows. No server, no Spark: fast.
-- PostgresHarness / KafkaHarness: the real participants on the local stack, each with two
-  targets (two fresh tables in one database, two fresh topics on one cluster) per test. The normal staging pass is spark_stage.stage over the session's Spark;
+- PostgresHarness / KafkaHarness / IcebergHarness: the real participants on the local
+  stack, with two targets (two fresh tables in one database, two fresh topics on one
+  cluster) or, for Iceberg, one (a fresh table of the stack's catalog, partitioned by
+  day: a catalog commits one table at a time) per test. The normal staging pass is
+  spark_stage.stage over the session's Spark;
   a pass with controlled task attempts (a first attempt that dies) computes the staged
   frame once with Spark (the participant's Staging.columns) and drives the writers
   in-process with LocalStage, as Spark would: fresh unpickled writers per attempt, only
@@ -36,7 +39,7 @@ from twophase.participant import Participant, Swept
 from twophase.participants.memory import LocalFrame, LocalStage, MemoryParticipant, MemoryStore
 from twophase.votes import Vote
 
-IMPLEMENTATIONS = ("memory", "postgres", "kafka")
+IMPLEMENTATIONS = ("memory", "postgres", "kafka", "iceberg")
 ROWS = 30          # rows per load
 PARTITIONS = 3     # Spark partitions (partition 0 gets several batches)
 BATCH_ROWS = 4     # rows per Arrow batch in the in-process staging pass
@@ -352,7 +355,52 @@ class KafkaHarness(SparkHarness):
                 pass
 
 
-HARNESSES: dict[str, type[Harness]] = {"memory": MemoryHarness, "postgres": PostgresHarness, "kafka": KafkaHarness}
+class IcebergHarness(SparkHarness):
+    kind = "iceberg"
+    def __init__(self, request):
+        super().__init__(request)
+        from support import ICEBERG_COLUMNS
+        from twophase.participants.iceberg import IcebergParticipant
+        from twophase.spec import IcebergTarget
+
+        self.participant_class = IcebergParticipant
+        self.catalog = request.getfixturevalue("iceberg_catalog")  # support's helpers read the same (env)
+        name = request.getfixturevalue("target")["table"]  # contract_tests.<test's name>: a fresh table
+        self.targets = [IcebergTarget(name, columns=ICEBERG_COLUMNS, partition_by=("day",))]
+
+    @property
+    def endpoint(self) -> str:
+        return self.catalog
+
+    def participant(self, load_id):
+        return self.participant_class(self.catalog, self.targets, load_id, name=f"iceberg:{self.targets[0].table}")
+
+    def seen(self, load_id):
+        """Rows with the load's id in the table's current snapshot, scanned by pyiceberg."""
+        from support import count_iceberg_rows
+
+        return {self.targets[0].name: count_iceberg_rows(self.targets[0].table, load_id)}
+
+    def leftovers(self, load_id):
+        from support import iceberg_leftovers
+
+        return [f"staged file {uri}" for uri in iceberg_leftovers(self.targets[0].table, load_id)]
+
+    def lose_prepared(self, load_id, vote):
+        """Delete the staged files, as an operator's orphan-file cleanup would."""
+        from twophase.participants.iceberg.catalog import delete_files
+
+        assert vote.committable["files"], "nothing was staged to lose"
+        delete_files(vote.committable["files"])
+
+    def close(self):
+        from support import drop_iceberg_table
+
+        drop_iceberg_table(self.targets[0].table)
+
+
+HARNESSES: dict[str, type[Harness]] = {"memory": MemoryHarness, "postgres": PostgresHarness, "kafka": KafkaHarness,
+                                       "iceberg": IcebergHarness}
 
 
 def harness_for(kind: str, request) -> Harness:

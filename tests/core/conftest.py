@@ -8,7 +8,7 @@ import psycopg2
 import pytest
 
 from twophase.log import TransactionLog
-from support import REPORTING
+from support import REPORTING, drop_iceberg_table
 from twophase.spec import Connections
 
 
@@ -48,15 +48,18 @@ def reporting_dsn() -> str:
 
 
 @pytest.fixture(scope="session")
-def many_conns(pg_dsn, kafka_bootstrap, reporting_dsn) -> Connections:
-    """The servers, with the second database as the named connection `reporting`."""
-    return Connections(pg_dsn, kafka_bootstrap, {REPORTING: ("postgres", reporting_dsn)})
+def many_conns(pg_dsn, kafka_bootstrap, reporting_dsn, iceberg_catalog) -> Connections:
+    """The servers, with the second database as the named connection `reporting`, and the
+    stack's Iceberg catalog as the default one."""
+    return Connections(pg_dsn, kafka_bootstrap, {REPORTING: ("postgres", reporting_dsn)},
+                       iceberg_catalog=iceberg_catalog)
 
 
 @pytest.fixture
 def many(pg_dsn, reporting_dsn, unique_name):
     """Fresh tables for support.many_spec: per-customer and summary in the log's database,
-    per-customer in the reporting database; two fresh topic names."""
+    per-customer in the reporting database; two fresh topic names; the name of a fresh
+    Iceberg table (the load creates it; purged after the test)."""
     tables = {"orders": f"core_tests.{unique_name}", "summary": f"core_tests.{unique_name}_sum",
               "reporting": f"core_tests.{unique_name}_rep"}
     per_customer = """(customer_id text not null, day date not null, orders int not null, revenue numeric(12, 2),
@@ -69,4 +72,5 @@ def many(pg_dsn, reporting_dsn, unique_name):
         cur.execute(f"create table {tables['summary']} (day date primary key, orders bigint not null, "
                     "customers bigint not null, load_id text not null)")
     topic = unique_name.replace("_", "-")
-    return {**tables, "topic": topic, "topic2": f"{topic}-eu"}
+    yield {**tables, "topic": topic, "topic2": f"{topic}-eu", "iceberg": f"core_tests.{unique_name}"}
+    drop_iceberg_table(f"core_tests.{unique_name}")

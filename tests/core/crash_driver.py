@@ -1,8 +1,8 @@
 """Runs one load through the coordinator in its own process, for the crash tests.
 
 usage: crash_driver.py MANY_JSON RUN_ID ROWS MIN_ROWS
-MANY_JSON: the tables and topics of the `many` fixture (support.many_spec: three tables
-over two databases, two topics). A failpoint (TWOPHASE_FAILPOINT) kills this process, or
+MANY_JSON: the targets of the `many` fixture (support.many_spec: three tables over two
+databases, two topics, an Iceberg table). A failpoint (TWOPHASE_FAILPOINT) kills this process, or
 a Spark worker, part-way.
 """
 
@@ -22,7 +22,8 @@ from twophase.voting import MinRows
 many, run_id, rows, min_rows = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 spark = (SparkSession.builder.master("local[2, 4]").config("spark.ui.enabled", "false").getOrCreate())
 env = Connections.from_env()
-conns = Connections(env.pg_dsn, env.kafka_bootstrap, {REPORTING: ("postgres", os.environ["TWOPHASE_REPORTING_DSN"])})
+conns = Connections(env.pg_dsn, env.kafka_bootstrap, {REPORTING: ("postgres", os.environ["TWOPHASE_REPORTING_DSN"])},
+                    iceberg_catalog=env.iceberg_catalog)
 log = TransactionLog(conns.pg_dsn)
 spec = many_spec(many, run_id)
 coordinator.begin(log, spec)

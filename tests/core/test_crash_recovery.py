@@ -1,7 +1,8 @@
 """A crash at every failpoint, then recovery: the load ends all or nothing, exact counts.
 
 Each case runs a whole load of the multi-target example (support.many_spec: three tables
-over two databases, one of them fed by a second frame, and two topics) in a child process
+over two databases, one of them fed by a second frame, two topics and an Iceberg table;
+commit order: Iceberg, Kafka, then the prepared Postgres transactions) in a child process
 with TWOPHASE_FAILPOINT set; the process (or, for the spark.* points, a Spark task's Python
 worker) is SIGKILLed there, at the first participant that reaches the point. Then recovery
 runs (deadline 0: presume abort at once) and `verify` must pass.
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from support import many_seen, many_spec
+from support import iceberg_leftovers, many_seen, many_spec
 from twophase import recovery
 from twophase.participants.postgres import prepared_gids, staging_tables
 from twophase.states import TERMINAL, State
@@ -31,10 +32,12 @@ DRIVER = Path(__file__).with_name("crash_driver.py")
 CASES = {
     "spark.partition_midway": (True, False, State.COMMITTED),
     "spark.partition_staged": (True, False, State.COMMITTED),
+    "iceberg.prepared": (True, True, State.ABORTED),
     "pg.before_prepare": (True, True, State.ABORTED),
     "pg.after_prepare": (True, True, State.ABORTED),
     "coordinator.votes_logged": (True, True, State.ABORTED),
     "coordinator.decision_logged": (True, True, State.COMMITTED),
+    "iceberg.committed": (True, True, State.COMMITTED),
     "kafka.copy_middle": (True, True, State.COMMITTED),
     "kafka.copy_committed": (True, True, State.COMMITTED),
     "pg.committed": (True, True, State.COMMITTED),
@@ -73,7 +76,8 @@ def test_crash_then_recover(point, txlog, many_conns, many, pg_dsn, reporting_ds
     committed = final == State.COMMITTED
     assert many_seen(many, pg_dsn, reporting_dsn, kafka_bootstrap, spec.load_id) == {
         "orders": ROWS if committed else 0, "summary": 1 if committed else 0, "reporting": ROWS if committed else 0,
-        "topic": ROWS if committed else 0, "topic2": ROWS if committed else 0}
+        "topic": ROWS if committed else 0, "topic2": ROWS if committed else 0, "iceberg": ROWS if committed else 0}
+    assert iceberg_leftovers(many["iceberg"], spec.load_id) == [], "an unreferenced Iceberg file leaked"
     for dsn in (pg_dsn, reporting_dsn):
         assert not [g for g in prepared_gids(dsn) if spec.load_id in g], "a prepared transaction leaked"
         assert spec.load_id not in staging_tables(dsn).values(), "a staging table leaked"

@@ -1,9 +1,9 @@
 """One load, many targets: three tables over two databases (two of them fed by different
-frames of the job) and two topics, committed or rolled back as one.
+frames of the job), two topics and an Iceberg table, committed or rolled back as one.
 
 Counts are read back by independent readers (a fresh connection per database counting
-rows by load_id, a read_committed consumer counting records by their load_id header),
-never from the log.
+rows by load_id, a read_committed consumer counting records by their load_id header, a
+pyiceberg scan of the table's current snapshot), never from the log.
 """
 
 from __future__ import annotations
@@ -12,46 +12,61 @@ import json
 
 import pytest
 
-from support import REPORTING, make_df, many_frames, many_seen, many_spec, read_topic
+from support import REPORTING, iceberg_leftovers, iceberg_table, make_df, many_frames, many_seen, many_spec, read_topic
 from twophase import coordinator
 from twophase.participants import participant_name
+from twophase.participants.iceberg import LOAD_PROPERTY
 from twophase.participants.postgres import prepared_gids, staging_tables
 from twophase.states import State
 from twophase.verify import verify
 from twophase.voting import MinRows
 
 ROWS = 400
+TARGETS = ("orders", "summary", "reporting", "topic", "topic2", "iceberg")
 
 
-def test_three_tables_in_two_databases_and_two_topics_commit_as_one(spark, txlog, pg_dsn, kafka_bootstrap,
-                                                                     reporting_dsn, many, many_conns):
+def load_snapshots(name: str, load_id: str) -> list:
+    table = iceberg_table(name)
+    return [] if table is None else [s for s in table.snapshots()
+                                     if s.summary.additional_properties.get(LOAD_PROPERTY) == load_id]
+
+
+def test_three_tables_in_two_databases_two_topics_and_an_iceberg_table_commit_as_one(
+        spark, txlog, pg_dsn, kafka_bootstrap, reporting_dsn, many, many_conns):
     conns = many_conns
     spec = many_spec(many, many["topic"])
+    iceberg = f"iceberg:{many['iceberg']}"
     assert [p.name for p in conns.participants(spec)] == ["postgres", participant_name("postgres", REPORTING),
-                                                          "kafka"]
+                                                          "kafka", iceberg]
     coordinator.begin(txlog, spec)
     votes = coordinator.prepare(txlog, conns, spec.load_id, many_frames(spark, ROWS))
     assert votes["postgres"].counts == {many["orders"]: ROWS, many["summary"]: 1}
     assert votes["postgres@reporting"].counts == {many["reporting"]: ROWS}
     assert votes["kafka"].counts == {many["topic"]: ROWS, many["topic2"]: ROWS}
+    assert votes[iceberg].counts == {iceberg: ROWS} and votes[iceberg].committable["files"]
     # Two prepared transactions, one per database, and nothing visible anywhere yet.
     gids = {v.committable["gid"] for v in votes.values() if "gid" in v.committable}
     assert len(gids) == 2 and gids <= set(prepared_gids(pg_dsn)) | set(prepared_gids(reporting_dsn))
-    assert many_seen(many, pg_dsn, reporting_dsn, kafka_bootstrap, spec.load_id) == dict.fromkeys(
-        ("orders", "summary", "reporting", "topic", "topic2"), 0)
+    assert many_seen(many, pg_dsn, reporting_dsn, kafka_bootstrap, spec.load_id) == dict.fromkeys(TARGETS, 0)
+    assert load_snapshots(many["iceberg"], spec.load_id) == [], "an Iceberg snapshot before the decision"
 
     assert coordinator.vote(txlog, conns, spec.load_id, rules=[MinRows(ROWS)]).state == State.COMMITTING
     outcomes = coordinator.commit(txlog, conns, spec.load_id)
-    assert [o.participant for o in outcomes] == ["kafka", "postgres", "postgres@reporting"], "may-fail commits first"
+    assert [o.participant for o in outcomes] == [iceberg, "kafka", "postgres", "postgres@reporting"], \
+        "may-fail commits first"
     assert txlog.get(spec.load_id).state == State.COMMITTED
     assert many_seen(many, pg_dsn, reporting_dsn, kafka_bootstrap, spec.load_id) == {
-        "orders": ROWS, "summary": 1, "reporting": ROWS, "topic": ROWS, "topic2": ROWS}
+        "orders": ROWS, "summary": 1, "reporting": ROWS, "topic": ROWS, "topic2": ROWS, "iceberg": ROWS}
+    [snapshot] = load_snapshots(many["iceberg"], spec.load_id)  # one append snapshot, carrying the load id
+    assert snapshot.summary.operation.value == "append" and int(snapshot.summary["added-records"]) == ROWS
+    assert outcomes[0].counts["snapshot"] == snapshot.snapshot_id
+    assert iceberg_leftovers(many["iceberg"], spec.load_id) == []
     # The second topic's records hold only its value columns.
     record = next(m for m in read_topic(kafka_bootstrap, many["topic2"]))
     assert set(json.loads(record.value())) == {"customer_id", "orders"}
     [finding] = verify(txlog, conns, [txlog.get(spec.load_id)])
     assert finding.ok and finding.visible == {many["orders"]: ROWS, many["summary"]: 1, many["reporting"]: ROWS,
-                                              many["topic"]: ROWS, many["topic2"]: ROWS}, finding
+                                              many["topic"]: ROWS, many["topic2"]: ROWS, iceberg: ROWS}, finding
     assert spec.load_id not in staging_tables(pg_dsn).values() and spec.load_id not in staging_tables(
         reporting_dsn).values(), "every database's staging is dropped after the commit"
 
@@ -67,9 +82,11 @@ def test_a_gate_rollback_leaves_nothing_in_any_target(spark, txlog, pg_dsn, kafk
     outcomes = {o.participant: o for o in coordinator.rollback(txlog, conns, spec.load_id)}
     assert outcomes["postgres"].counts["prepared_rows_discarded"] == ROWS + 1
     assert outcomes["postgres@reporting"].counts["prepared_rows_discarded"] == ROWS
+    assert outcomes[f"iceberg:{many['iceberg']}"].counts["staged_files_deleted"] > 0
     assert txlog.get(spec.load_id).state == State.ABORTED
-    assert many_seen(many, pg_dsn, reporting_dsn, kafka_bootstrap, spec.load_id) == dict.fromkeys(
-        ("orders", "summary", "reporting", "topic", "topic2"), 0)
+    assert many_seen(many, pg_dsn, reporting_dsn, kafka_bootstrap, spec.load_id) == dict.fromkeys(TARGETS, 0)
+    assert load_snapshots(many["iceberg"], spec.load_id) == [], "no snapshot of an aborted load"
+    assert iceberg_leftovers(many["iceberg"], spec.load_id) == [], "no data file of an aborted load"
     assert not [g for g in prepared_gids(pg_dsn) + prepared_gids(reporting_dsn) if spec.load_id in g]
     assert spec.load_id not in staging_tables(pg_dsn).values()
     assert spec.load_id not in staging_tables(reporting_dsn).values()

@@ -1,7 +1,9 @@
 """The participants of a load, built from its targets, and the order they commit in.
 
 Targets of one kind on one server make one participant, with one vote: tables of one
-database share one prepared transaction, topics of one cluster one copy transaction. This
+database share one prepared transaction, topics of one cluster one copy transaction. A
+kind may split a server's targets further (`Participant.group_of`: each Iceberg table
+commits on its own). This
 module is the one place outside the participants' own packages that maps kinds of target
 to participant classes, so every other layer iterates over Participant objects.
 """
@@ -17,28 +19,31 @@ if TYPE_CHECKING:  # twophase.spec imports the target classes from this package
 
 
 def _kinds() -> dict[str, type]:
+    from .iceberg import IcebergParticipant
     from .kafka import KafkaParticipant
     from .postgres import PostgresParticipant
 
-    return {"postgres": PostgresParticipant, "kafka": KafkaParticipant}
+    return {"postgres": PostgresParticipant, "kafka": KafkaParticipant, "iceberg": IcebergParticipant}
 
 
-def participant_name(kind: str, connection: str) -> str:
+def participant_name(kind: str, connection: str, group: str = "") -> str:
     """'postgres' or 'kafka' on the default servers (the names logs before issue 12 used),
-    else '<kind>@<connection>'."""
-    return f"{kind}@{connection}" if connection else kind
+    else '<kind>@<connection>'; then ':<group>' when the kind splits a server's targets
+    ('iceberg:analytics.totals')."""
+    return (f"{kind}@{connection}" if connection else kind) + (f":{group}" if group else "")
 
 
 def participants_of(spec: LoadSpec, conns: Connections) -> list[Participant]:
     """The load's participants, in the order its targets first name them (which is the
     order they stage in: describe a table before a topic, and a missing table is found
     before any topic is created)."""
-    groups: dict[tuple[str, str], list] = {}
-    for target in spec.targets:
-        groups.setdefault((target.kind, target.connection), []).append(target)
     kinds = _kinds()
-    return [kinds[kind](conns.address(kind, connection), targets, spec.load_id, participant_name(kind, connection))
-            for (kind, connection), targets in groups.items()]
+    groups: dict[tuple[str, str, str], list] = {}
+    for target in spec.targets:
+        groups.setdefault((target.kind, target.connection, kinds[target.kind].group_of(target)), []).append(target)
+    return [kinds[kind](conns.address(kind, connection), targets, spec.load_id,
+                        participant_name(kind, connection, group))
+            for (kind, connection, group), targets in groups.items()]
 
 
 def commit_order(participants: list[Participant]) -> list[Participant]:

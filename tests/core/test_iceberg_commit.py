@@ -1,0 +1,164 @@
+"""The Iceberg target's commit: readers see a load whole or not at all, a replacement swaps
+the interval's rows at one instant, and a commit whose outcome is unknown is resolved by
+the snapshot log, never by deleting files.
+
+Loads run through the coordinator into an Iceberg table of the stack's catalog (created by
+the first load, partitioned by day) and a Postgres table; rows are read back by pyiceberg
+scans of a catalog of the reader's own.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from support import ICEBERG_COLUMNS, drop_iceberg_table, iceberg_leftovers, iceberg_table, make_df
+from twophase import coordinator, recovery
+from twophase.ids import load_id_for
+from twophase.participants.iceberg import LOAD_PROPERTY
+from twophase.participants.iceberg.catalog import staged_files
+from twophase.spec import Connections, IcebergTarget, LoadSpec, PostgresTarget
+from twophase.states import State
+
+DAY = "2026-11-20"
+PIPELINE = "core_tests"
+
+
+@pytest.fixture
+def lake(unique_name):
+    """A fresh Iceberg table name (the first load creates it; purged after the test)."""
+    name = f"core_tests.{unique_name}"
+    yield name
+    drop_iceberg_table(name)
+
+
+@pytest.fixture
+def lake_conns(pg_dsn, kafka_bootstrap, iceberg_catalog) -> Connections:
+    return Connections(pg_dsn, kafka_bootstrap, iceberg_catalog=iceberg_catalog)
+
+
+def spec_for(lake: str, table: str | None, run_id: str, replace: bool = False) -> LoadSpec:
+    """A load into the Iceberg table, and into the Postgres table when one is named."""
+    where = {"day": DAY} if replace else {}
+    mode = "replace" if replace else "append"
+    targets = [IcebergTarget(lake, mode, where, columns=ICEBERG_COLUMNS, partition_by=("day",))]
+    if table:
+        targets.append(PostgresTarget(table, mode, where))
+    return LoadSpec(load_id=load_id_for(PIPELINE, run_id), pipeline=PIPELINE, run_id=run_id, targets=targets)
+
+
+def run(txlog, conns, spec, df) -> State:
+    coordinator.begin(txlog, spec)
+    coordinator.prepare(txlog, conns, spec.load_id, df)
+    decided = coordinator.vote(txlog, conns, spec.load_id)
+    assert decided.state == State.COMMITTING, decided.reason
+    coordinator.commit(txlog, conns, spec.load_id)
+    return txlog.get(spec.load_id).state
+
+
+def rows_by_load(lake: str) -> dict[str, int]:
+    table = iceberg_table(lake)
+    if table is None:
+        return {}
+    counts: dict[str, int] = {}
+    for lid in table.scan(selected_fields=("load_id",)).to_arrow().column("load_id").to_pylist():
+        counts[lid] = counts.get(lid, 0) + 1
+    return counts
+
+
+def snapshots_of(lake: str, load_id: str) -> list:
+    return [s for s in iceberg_table(lake).snapshots() if s.summary.additional_properties.get(LOAD_PROPERTY) == load_id]
+
+
+def test_a_polling_reader_sees_each_load_whole_and_a_replacement_at_one_instant(spark, txlog, lake, lake_conns,
+                                                                                unique_name):
+    """Three loads into the Iceberg table alone: two appends of day D, then one that
+    replaces day D. A reader scanning the table all along sees, for each load, all of its
+    rows or none, and never the replaced rows beside the replacement's."""
+    sizes = [300, 500, 700]
+    specs = [spec_for(lake, None, f"{unique_name}-{i}", replace=(i == 2)) for i in range(3)]
+    seen: list[dict[str, int]] = []
+    stop = threading.Event()
+
+    def poll():
+        while not stop.is_set():
+            seen.append(rows_by_load(lake))
+            time.sleep(0.02)
+
+    reader = threading.Thread(target=poll)
+    run(txlog, lake_conns, specs[0], make_df(spark, sizes[0], day=DAY))  # creates the table first
+    reader.start()
+    try:
+        for spec, size in zip(specs[1:], sizes[1:]):
+            assert run(txlog, lake_conns, spec, make_df(spark, size, day=DAY)) == State.COMMITTED
+            time.sleep(0.3)
+    finally:
+        stop.set()
+        reader.join()
+
+    expected = {s.load_id: n for s, n in zip(specs, sizes)}
+    allowed = [{specs[0].load_id: 300}, {specs[0].load_id: 300, specs[1].load_id: 500}, {specs[2].load_id: 700}]
+    assert len(seen) > 20, "the reader hardly ran"
+    strays = [s for s in seen if s not in allowed]
+    assert not strays, f"a reader saw part of a load, or a replacement beside what it replaced: {strays[:3]}"
+    assert seen[-1] == allowed[-1] == rows_by_load(lake)
+    assert {a.get(lid, 0) for a in seen for lid in expected} <= {0, *expected.values()}
+    # The replacement's one catalog commit: a delete, then the append, both carrying its id.
+    assert [s.summary.operation.value for s in snapshots_of(lake, specs[2].load_id)] == ["delete", "append"]
+
+
+@pytest.mark.parametrize("landed", [True, False], ids=["landed", "did-not-land"])
+def test_a_commit_whose_outcome_is_unknown_is_resolved_by_the_snapshot_log(spark, txlog, lake, lake_conns, target,
+                                                                            monkeypatch, landed):
+    """The catalog commit raises CommitStateUnknownException, after the commit went through
+    (landed) or before it did; the catalog also fails the participant's look at the snapshot
+    log right after, so the outcome stays unknown. The load stays COMMITTING (retry later),
+    no staged file is deleted; recovery re-drives the commit and exactly one snapshot carries
+    the load, with every file of its vote."""
+    from pyiceberg.exceptions import CommitStateUnknownException
+    from pyiceberg.table import Transaction
+
+    from twophase.participants.iceberg import participant as iceberg_participant
+
+    spec = spec_for(lake, target["table"], target["topic"])
+    real_commit, real_committed_by = Transaction.commit_transaction, iceberg_participant.committed_by
+    faults = {"commit": 1, "look": 1}
+
+    def commit_transaction(self):
+        if faults["commit"]:
+            faults["commit"] -= 1
+            if landed:
+                real_commit(self)
+            raise CommitStateUnknownException("the catalog did not answer in time (test)")
+        return real_commit(self)
+
+    def committed_by(table, load_id):
+        if faults["commit"] == 0 and faults["look"]:  # the look right after the unknown commit
+            faults["look"] -= 1
+            raise ConnectionError("the catalog is not answering (test)")
+        return real_committed_by(table, load_id)
+
+    monkeypatch.setattr(Transaction, "commit_transaction", commit_transaction)
+    monkeypatch.setattr(iceberg_participant, "committed_by", committed_by)
+
+    coordinator.begin(txlog, spec)
+    votes = coordinator.prepare(txlog, lake_conns, spec.load_id, make_df(spark, 250, day=DAY))
+    files = votes[f"iceberg:{lake}"].committable["files"]
+    assert coordinator.vote(txlog, lake_conns, spec.load_id).state == State.COMMITTING
+    with pytest.raises(coordinator.RetryLater, match="outcome unknown"):
+        coordinator.commit(txlog, lake_conns, spec.load_id)
+    assert txlog.get(spec.load_id).state == State.COMMITTING
+    assert set(files) <= set(staged_files(votes[f"iceberg:{lake}"].committable["directory"])), \
+        "a file of a commit that may have landed was deleted"
+    assert len(snapshots_of(lake, spec.load_id)) == (1 if landed else 0)
+
+    actions = recovery.recover(txlog, lake_conns, pipeline=PIPELINE)
+    assert [a.action for a in actions if a.load_id == spec.load_id] == ["commit re-driven"]
+    assert txlog.get(spec.load_id).state == State.COMMITTED
+    [snapshot] = snapshots_of(lake, spec.load_id)
+    assert int(snapshot.summary["added-records"]) == 250
+    assert rows_by_load(lake) == {spec.load_id: 250}
+    assert set(iceberg_table(lake).inspect.files().column("file_path").to_pylist()) == set(files)
+    assert iceberg_leftovers(lake, spec.load_id) == []
