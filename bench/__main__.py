@@ -7,7 +7,8 @@
 (bench/run installs, brings the stack up and sets its environment, then runs
 `python -m bench`.) For each shape and size, the same rows go, in each repetition, to:
 the input scan, the peers (Spark JDBC default and tuned, Spark Kafka writer), the atomic
-load (begin, prepare, vote, commit), and the limits (COPY, Kafka's producer tool). The
+load (begin, prepare, vote, commit), the limits (COPY, Kafka's producer tool), and the
+Iceberg participant's staging beside pyarrow writing the same Parquet files alone. The
 report goes to bench/results/<timestamp>.md and bench/results/latest.md, the raw figures
 to bench/results/<timestamp>.json.
 """
@@ -21,7 +22,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import atomic, limits, machine, memory, peers, report, scratch, session, staging, targets
+from . import atomic, iceberg, limits, machine, memory, peers, report, scratch, session, staging, targets
 from . import results as R
 from .data import SHAPES, Dataset
 from .results import Run
@@ -40,6 +41,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--driver-memory", default="2g", help="spark.driver.memory (default 2g)")
     parser.add_argument("--no-limits", action="store_true", help="skip COPY and the producer tool")
     parser.add_argument("--no-breakdown", action="store_true", help="skip the staging pass's breakdown")
+    parser.add_argument("--no-iceberg", action="store_true",
+                        help="skip the Iceberg figures (staging beside pyarrow alone, commit)")
     parser.add_argument("--quick", action="store_true", help="smoke run: sizes 5000,20000, 1 repetition")
     parser.add_argument("--note", default="", help="a line for the report (e.g. what else ran on the machine)")
     parser.add_argument("--render", metavar="JSON", help="measure nothing: write the report of an earlier run's "
@@ -55,7 +58,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def one_rep(data: Dataset, conns, log, sampler: memory.Sampler, with_limits: bool,
-            with_breakdown: bool) -> tuple[dict, dict, dict]:
+            with_breakdown: bool, with_iceberg: bool) -> tuple[dict, dict, dict]:
     """Every contender once on data: (seconds by key, peak RSS by group, extra figures)."""
     seconds, rss, extra = {}, {}, {}
     spark_contenders = [(R.SCAN, lambda: peers.scan(data)),
@@ -71,6 +74,8 @@ def one_rep(data: Dataset, conns, log, sampler: memory.Sampler, with_limits: boo
     if with_breakdown:
         parts = staging.measure(data, conns.pg_dsn, conns.kafka_bootstrap)
         seconds.update({R.breakdown(k): v for k, v in parts.items()})
+    if with_iceberg:
+        seconds.update({R.iceberg(k): v for k, v in iceberg.measure(data).items()})
     if with_limits:
         seconds[R.COPY] = limits.copy(data, conns.pg_dsn)
         extra["producer_tool"] = limits.producer_tool(data, conns.kafka_bootstrap)
@@ -82,6 +87,10 @@ def _progress(run: Run, rep: int, reps: int) -> None:
     s = run.reps[-1]["seconds"]
     parts = [f"{k.split('.', 1)[-1]} {s[k]:.2f}s" for k in
              (R.JDBC_DEFAULT, R.JDBC_TUNED, R.KAFKA_WRITER, R.atomic("load"), R.COPY, R.PRODUCER_TOOL) if k in s]
+    if R.iceberg("staging") in s:
+        alone, staged, commit = (s[R.iceberg(k)] for k in ("pyarrow_alone", "staging", "commit"))
+        parts.append(f"iceberg: pyarrow alone {alone:.2f}s, staging {staged:.2f}s ({staged / alone:.2f}x), "
+                     f"commit {commit:.2f}s")
     print(f"bench: {run.shape} {run.rows:,} rows, rep {rep}/{reps}: " + ", ".join(parts), flush=True)
 
 
@@ -102,6 +111,8 @@ def main(argv: list[str]) -> None:
     sampler = memory.Sampler()
     spark = session.start(args.driver_memory)
     scratch.sweep(conns.pg_dsn, conns.kafka_bootstrap)
+    if not args.no_iceberg:
+        iceberg.sweep()
     log = TransactionLog(conns.pg_dsn)
     log.ensure_schema()
     meta["machine"] = machine.describe(spark, conns.pg_dsn)
@@ -111,7 +122,8 @@ def main(argv: list[str]) -> None:
         for shape in args.shapes:
             warm = Dataset.load(spark, shape, WARM_UP_ROWS, args.partitions)
             print(f"bench: {shape}: warm-up on {WARM_UP_ROWS:,} rows (not recorded)", flush=True)
-            one_rep(warm, conns, log, sampler, with_limits=False, with_breakdown=not args.no_breakdown)
+            one_rep(warm, conns, log, sampler, with_limits=False, with_breakdown=not args.no_breakdown,
+                    with_iceberg=not args.no_iceberg)
             warm.drop()
             for rows in args.sizes:
                 data = Dataset.load(spark, shape, rows, args.partitions)
@@ -120,7 +132,7 @@ def main(argv: list[str]) -> None:
                 run = Run(shape, rows, args.partitions, data.avg_record_bytes)
                 for rep in range(1, args.reps + 1):
                     run.add(*one_rep(data, conns, log, sampler, with_limits=not args.no_limits,
-                                     with_breakdown=not args.no_breakdown))
+                                     with_breakdown=not args.no_breakdown, with_iceberg=not args.no_iceberg))
                     _progress(run, rep, args.reps)
                 data.drop()
                 runs.append(run)

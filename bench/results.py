@@ -28,6 +28,11 @@ def breakdown(variant: str) -> str:
     return f"staging.{variant}"
 
 
+def iceberg(phase: str) -> str:
+    """A phase of the Iceberg figures (bench/iceberg.py): setup, pyarrow_alone, staging, prepare, commit."""
+    return f"iceberg.{phase}"
+
+
 @dataclass
 class Run:
     shape: str
