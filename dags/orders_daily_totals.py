@@ -1,6 +1,8 @@
 """orders_daily_totals: a day of order events -> totals per customer and a summary of the
 day, atomically in two Postgres tables (analytics.customer_daily_totals,
-analytics.orders_daily_summary) and a Kafka topic (customer-daily-totals).
+analytics.orders_daily_summary), a Kafka topic (customer-daily-totals) and an Apache
+Iceberg table (analytics.customer_daily_totals of the catalog `twophase_iceberg`,
+partitioned by day; the first load creates it).
 
 Schedule: daily at midnight UTC, each run loading the day that just ended (its data
 interval). ORDERS_SCHEDULE overrides the cron expression, e.g. "*/2 * * * *" in a test.
@@ -18,7 +20,7 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import DAG, CronDataIntervalTimetable
 
-from twophase_airflow import LoadConfig, Table, Topic, load_params, two_phase_load
+from twophase_airflow import IcebergTable, LoadConfig, Table, Topic, load_params, two_phase_load
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,6 +51,11 @@ create table if not exists analytics.customer_daily_totals (
 """
 
 
+# The Iceberg table's columns (Iceberg types), as the job's per-customer frame has them.
+ICEBERG_COLUMNS = {"customer_id": "string", "day": "date", "orders": "int", "revenue": "decimal(14, 2)",
+                   "first_order_at": "timestamptz", "last_order_at": "timestamptz"}
+
+
 def orders_data() -> Path:
     return Path(os.environ.get("ORDERS_DATA", ROOT / ".stack" / "data" / "orders"))
 
@@ -61,7 +68,8 @@ def describe_input(interval, params, load_id) -> dict:
 
 with DAG(
     dag_id="orders_daily_totals",
-    description="Daily order totals per customer and per day, loaded atomically into two tables and a topic",
+    description="Daily order totals per customer and per day, loaded atomically into two tables, a topic and an "
+                "Iceberg table",
     # Data intervals, not trigger times: the run at midnight covers the day before.
     schedule=CronDataIntervalTimetable(os.environ.get("ORDERS_SCHEDULE", "0 0 * * *"), timezone="UTC"),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
@@ -76,6 +84,8 @@ with DAG(
             Table("analytics.customer_daily_totals", interval_column="day", ddl=TABLE_DDL),
             Table("analytics.orders_daily_summary", interval_column="day", frame="summary", ddl=SUMMARY_DDL),
             Topic("customer-daily-totals", key_column="customer_id"),
+            IcebergTable("analytics.customer_daily_totals", interval_column="day", columns=ICEBERG_COLUMNS,
+                         partition_by=("day",)),
         ], describe_input=describe_input),
         application=str(ROOT / "spark_jobs" / "orders_daily_totals.py"),
     )

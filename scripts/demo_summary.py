@@ -45,6 +45,9 @@ def main(run_log: Path, day: str) -> int:
         print(f"  {vote.participant:<9} {vote.summary or vote.count}")
     for target, seen in finding.visible.items():
         print(f"  target    {target}: {seen} of this load visible to readers now (read committed)")
+    lakes = [t.table for t in load.spec().targets if t.kind == "iceberg"]
+    for table in lakes:
+        print(f"  snapshot  iceberg:{table}: {iceberg_snapshot(conns, table, load.load_id)}")
     print(f"  verify    {'ok' if finding.ok else 'VIOLATION: ' + finding.problem} (expected {finding.expected})")
     print()
     print("  look next:")
@@ -52,8 +55,26 @@ def main(run_log: Path, day: str) -> int:
     print("    python -m twophase status          # recent loads; verify checks every invariant")
     first_table = next(iter(finding.visible), "")
     print(f"    psql \"$TWOPHASE_PG_DSN\" -c \"select * from {first_table} where day = '{day}' limit 5\"")
+    for table in lakes:
+        print(f"    python -c \"import os; from twophase.participants.iceberg import catalog_of; "
+              f"t = catalog_of(os.environ['TWOPHASE_ICEBERG_CATALOG']).load_table('{table}'); "
+              f"print(t.scan(row_filter=\\\"day = '{day}'\\\").to_arrow().num_rows)\"")
     print(f"    task logs of the run: {run_log}")
     return 0
+
+
+def iceberg_snapshot(conns: Connections, table: str, load_id: str) -> str:
+    """The Iceberg snapshot that committed the load, as one line."""
+    from twophase.participants.iceberg import catalog_of, committed_by
+
+    try:
+        snapshots = committed_by(catalog_of(conns.iceberg_catalog).load_table(table), load_id)
+    except Exception as exc:  # noqa: BLE001 - a summary line, not a check: say why
+        return f"not read ({exc})"
+    if not snapshots:
+        return "none carries this load"
+    return "; ".join(f"{s.summary.operation.value} snapshot {s.snapshot_id}: {s.summary.get('added-records') or 0} rows "
+                     f"added, {s.summary.get('deleted-records') or 0} deleted" for s in snapshots)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ CONNECTIONS = {
     settings.CONN_POSTGRES: "postgres",
     settings.CONN_KAFKA: "kafka",
     settings.CONN_SPARK: "spark",
+    settings.CONN_ICEBERG: "iceberg",
 }
 
 # ${NAME?msg} / ${NAME:?msg}: compose refuses to start when NAME is unset, and the file
@@ -329,7 +330,7 @@ def test_postgres_init_creates_role_and_databases(services):
     assert sql, f"postgres init scripts {scripts} do not exist"
     role = settings.PIPELINE_ROLE
     assert re.search(rf"create\s+(role|user)\s+{role}\b", sql, re.I), f"postgres init SQL does not create role {role}"
-    for db in (settings.PIPELINE_DB, settings.AIRFLOW_DB):
+    for db in (settings.PIPELINE_DB, settings.ICEBERG_DB, settings.AIRFLOW_DB):
         assert re.search(rf"create\s+database\s+{db}\s+owner\s+{role}\b", sql, re.I), (
             f"postgres init SQL does not create database {db} owned by {role}"
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from airflow.sdk import Asset
 
-from twophase.spec import PostgresTarget, SpecError, check_topic
+from twophase.spec import IcebergTarget, PostgresTarget, SpecError, check_topic
 
 
 def table_asset(table: str, pg_conn_id: str = "twophase_postgres") -> Asset:
@@ -32,8 +32,17 @@ def topic_asset(topic: str, kafka_conn_id: str = "twophase_kafka") -> Asset:
     return Asset(name=f"kafka:{topic}", uri=f"x-twophase-kafka://{kafka_conn_id}/{topic}")
 
 
+def iceberg_asset(table: str, iceberg_conn_id: str = "twophase_iceberg") -> Asset:
+    if not isinstance(table, str):
+        raise SpecError(f"iceberg_asset: table must be a string like 'namespace.table', got {table!r}")
+    try:
+        IcebergTarget(table)
+    except SpecError as exc:
+        raise SpecError(f"iceberg_asset: {exc}") from None
+    return Asset(name=f"iceberg:{table}", uri=f"x-twophase-iceberg://{iceberg_conn_id}/{table}")
+
+
 def asset_of(target) -> Asset:
-    """The Asset a commit emits for a Table or Topic (twophase_airflow.targets)."""
-    if target.kind == "postgres":
-        return table_asset(target.name, target.conn_id)
-    return topic_asset(target.name, target.conn_id)
+    """The Asset a commit emits for a Table, Topic or IcebergTable (twophase_airflow.targets)."""
+    make = {"postgres": table_asset, "kafka": topic_asset, "iceberg": iceberg_asset}[target.kind]
+    return make(target.name, target.conn_id)

@@ -9,7 +9,7 @@ from typing import Callable
 from twophase import ids
 from twophase.spec import SpecError
 
-from .targets import DEFAULT_KAFKA, DEFAULT_POSTGRES, Table, Topic
+from .targets import DEFAULT_ICEBERG, DEFAULT_KAFKA, DEFAULT_POSTGRES, IcebergTable, Table, Topic
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,8 @@ class Interval:
 class LoadConfig:
     """A load of one Spark job's output into any number of tables and topics, atomically.
 
-    - targets: Table(...) and Topic(...) (twophase_airflow.targets), each name once;
+    - targets: Table(...), Topic(...) and IcebergTable(...) (twophase_airflow.targets),
+      each name once per kind;
     - describe_input(interval, params, load_id) -> dict: what the job reads, logged with
       the load (the job gets it as spec.input); `interval` is the run's data interval
       (Interval: start, end, day);
@@ -52,12 +53,12 @@ class LoadConfig:
     def __post_init__(self):
         object.__setattr__(self, "targets", tuple(self.targets) if isinstance(self.targets, (list, tuple)) else ())
         if not self.targets:
-            raise SpecError("LoadConfig targets must list at least one Table(...) or Topic(...)")
-        wrong = [t for t in self.targets if not isinstance(t, (Table, Topic))]
+            raise SpecError("LoadConfig targets must list at least one Table(...), Topic(...) or IcebergTable(...)")
+        wrong = [t for t in self.targets if not isinstance(t, (Table, Topic, IcebergTable))]
         if wrong:
-            raise SpecError(f"LoadConfig targets must be Table(...) or Topic(...), got {wrong[0]!r}")
-        names = [t.name for t in self.targets]
-        twice = sorted({n for n in names if names.count(n) > 1})
+            raise SpecError(f"LoadConfig targets must be Table(...), Topic(...) or IcebergTable(...), got {wrong[0]!r}")
+        names = [(t.kind, t.name) for t in self.targets]
+        twice = sorted({n for k, n in names if names.count((k, n)) > 1})
         if twice:
             raise SpecError(f"LoadConfig targets name {twice} more than once: each table and topic once")
         if self.pipeline is not None:
@@ -73,7 +74,7 @@ class LoadConfig:
     def core_connection(self, target) -> str:
         """The core target's `connection`: '' for the default servers (the log's database,
         the default Kafka connection), else the Airflow connection id."""
-        default = self.log_conn_id if target.kind == "postgres" else DEFAULT_KAFKA
+        default = {"postgres": self.log_conn_id, "kafka": DEFAULT_KAFKA, "iceberg": DEFAULT_ICEBERG}[target.kind]
         return "" if target.conn_id == default else target.conn_id
 
     def conn_ids(self) -> dict[str, str]:

@@ -1,15 +1,18 @@
-"""What a pipeline loads where, as a DAG author writes it: tables and topics, each with
-its Airflow connection. `LoadConfig(targets=[...])` takes any number of them; at run time
-each becomes the core's target description (twophase.spec) for the run's data interval.
+"""What a pipeline loads where, as a DAG author writes it: tables, topics and Iceberg
+tables, each with its Airflow connection. `LoadConfig(targets=[...])` takes any number of
+them; at run time each becomes the core's target description (twophase.spec) for the
+run's data interval.
 
     Table("analytics.customer_daily_totals", interval_column="day")
     Table("analytics.daily_summary", interval_column="day", frame="summary")
     Table("reporting.totals", conn_id="reporting_postgres")          # a second database
     Topic("customer-daily-totals", key_column="customer_id")
     Topic("totals-eu", key_column="customer_id", conn_id="kafka_eu")  # a second cluster
+    IcebergTable("analytics.customer_daily_totals", columns={...}, partition_by=("day",))
 
 Tables of one database commit in one prepared transaction, topics of one cluster in one
-Kafka transaction; the load commits all of them atomically.
+Kafka transaction, each Iceberg table in one catalog commit; the load commits all of them
+atomically.
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime
 
-from twophase.spec import KafkaTarget, PostgresTarget, SpecError
+from twophase.spec import IcebergTarget, KafkaTarget, PostgresTarget, SpecError
 
 DEFAULT_POSTGRES = "twophase_postgres"
 DEFAULT_KAFKA = "twophase_kafka"
+DEFAULT_ICEBERG = "twophase_iceberg"
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,43 @@ class Topic:
     def core(self, mode: str, interval, connection: str) -> KafkaTarget:
         return KafkaTarget(self.name, self.key_column, partitions=self.partitions, connection=connection,
                            frame=self.frame)
+
+
+@dataclass(frozen=True)
+class IcebergTable:
+    """An Apache Iceberg table (`namespace.table`) of the catalog of `conn_id` (an Airflow
+    connection whose extra holds pyiceberg's catalog properties: type, uri, warehouse...).
+
+    - interval_column: as Table's: in mode "replace" the rows of the run's interval are
+      swapped for the load's in the same catalog commit ('' = never replaced into);
+    - columns: {name: Iceberg type} ("string", "date", "long", "decimal(12, 2)"...): the
+      first load creates the table with them (and a load_id column) when it is missing;
+      without them the table must exist;
+    - partition_by: identity partition columns of a table the load creates;
+    - frame: which of the job's frames it loads ('' = the main one).
+    """
+
+    name: str
+    interval_column: str = "day"
+    conn_id: str = DEFAULT_ICEBERG
+    frame: str = ""
+    columns: dict | None = None
+    partition_by: tuple = ()
+    kind = "iceberg"
+
+    def __post_init__(self):
+        if not isinstance(self.name, str):
+            raise SpecError(f"IcebergTable name must be a string like 'namespace.table', got {self.name!r}")
+        _check_conn_id(self)
+        try:
+            self.core("replace" if self.interval_column else "append", (date(2026, 1, 1), date(2026, 1, 2)), "")
+        except (SpecError, TypeError, AttributeError) as exc:
+            raise SpecError(f"IcebergTable {self.name}: {exc}") from None
+
+    def core(self, mode: str, interval: tuple, connection: str) -> IcebergTarget:
+        replace_where = {self.interval_column: _value(interval)} if mode == "replace" and self.interval_column else {}
+        return IcebergTarget(self.name, "replace" if replace_where else "append", replace_where, connection,
+                             self.frame, dict(self.columns or {}), tuple(self.partition_by))
 
 
 def _check_conn_id(target) -> None:

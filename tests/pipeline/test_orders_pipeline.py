@@ -1,4 +1,4 @@
-"""The example pipeline end to end: real DAG runs over Spark, Postgres and Kafka.
+"""The example pipeline end to end: real DAG runs over Spark, Postgres, Kafka and Iceberg.
 
 Each test loads its own fresh day, so runs never meet in the shared table and topic.
 """
@@ -18,13 +18,14 @@ from psycopg2.extensions import parse_dsn
 from airflow_db import asset_events, clear_queue, queued_assets
 from expected import expected_totals
 from orders_sample.generate import generate
-from support import header, read_topic
+from support import header, iceberg_table, read_topic
 from twophase.log import TransactionLog
 from twophase.spec import Connections
 from twophase.verify import verify
 
 TABLE, TOPIC = "analytics.customer_daily_totals", "customer-daily-totals"
 SUMMARY = "analytics.orders_daily_summary"
+LAKE = "analytics.customer_daily_totals"  # the Iceberg table of the stack's catalog
 pytestmark = pytest.mark.slow
 
 
@@ -45,6 +46,18 @@ def table_rows(pg_dsn, day):
         return {r[0]: r[1:] for r in cur.fetchall()}
 
 
+def lake_rows(day) -> dict:
+    """The Iceberg table's rows of the day, as a pyiceberg scan reads them."""
+    from pyiceberg.expressions import EqualTo
+
+    table = iceberg_table(LAKE)
+    if table is None:
+        return {}
+    rows = table.scan(row_filter=EqualTo("day", day.isoformat())).to_arrow().to_pylist()
+    return {r["customer_id"]: (r["orders"], r["revenue"], r["first_order_at"], r["last_order_at"], r["load_id"])
+            for r in rows}
+
+
 def topic_records(kafka_bootstrap, load_ids):
     return [m for m in read_topic(kafka_bootstrap, TOPIC) if header(m, "load_id") in set(load_ids)]
 
@@ -60,7 +73,7 @@ def assert_verified(pg_dsn, kafka_bootstrap, day):
     """The CLI's independent check passes for every load of the day."""
     log = TransactionLog(pg_dsn)
     loads = [log.get(load_id) for load_id, _state, _reason in loads_of_day(pg_dsn, day)]
-    findings = verify(log, Connections(pg_dsn, kafka_bootstrap), loads)
+    findings = verify(log, Connections.from_env(), loads)
     assert findings and all(f.ok for f in findings), findings
 
 
@@ -70,6 +83,7 @@ def assert_exact_result(pg_dsn, kafka_bootstrap, folder, day, load_id):
     assert set(rows) == set(expected)
     for customer, t in expected.items():
         assert rows[customer] == (t.orders, t.revenue, t.first, t.last, load_id), customer
+    assert lake_rows(day) == rows, "the Iceberg table's rows of the day differ from the Postgres table's"
     records = topic_records(kafka_bootstrap, [load_id])
     assert len(records) == len(expected)
     for m in records:
@@ -92,7 +106,7 @@ def test_a_day_commits_exactly_on_both_sides(run_dag, orders_data, fresh_day, pg
 
     # The commit emitted one asset per target with the load id, so the downstream DAG is due.
     events = asset_events(run.run_id)
-    assert set(events) == {"postgres:" + TABLE, "postgres:" + SUMMARY, "kafka:" + TOPIC}
+    assert set(events) == {"postgres:" + TABLE, "postgres:" + SUMMARY, "kafka:" + TOPIC, "iceberg:" + LAKE}
     assert {e["load_id"] for e in events.values()} == {load_id}
     assert queued_assets() == {"postgres:" + TABLE, "kafka:" + TOPIC}
 
@@ -122,7 +136,7 @@ def test_quality_gate_rolls_back_and_fails_the_run(run_dag, orders_data, fresh_d
     assert asset_events(run.run_id) == {} and queued_assets() == set(), "a rollback emits no asset event"
     [(load_id, state, reason)] = loads_of_day(pg_dsn, fresh_day)
     assert state == "ABORTED" and "input lines rejected" in reason and "above the maximum of 5.00%" in reason
-    assert table_rows(pg_dsn, fresh_day) == {}
+    assert table_rows(pg_dsn, fresh_day) == {} and lake_rows(fresh_day) == {}
     assert topic_records(kafka_bootstrap, [load_id]) == []
     with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
         cur.execute(f"select count(*) from {SUMMARY} where day = %s", (fresh_day,))
@@ -143,7 +157,8 @@ def test_missing_input_folder_fails_prepare_and_rolls_back(run_dag, orders_data,
     [(load_id, state, reason)] = loads_of_day(pg_dsn, fresh_day)
     assert state == "ABORTED" and reason.startswith("prepare failed: FileNotFoundError: input folder") and str(missing) in reason
     assert "ROLLED BACK" in run.task_log("rollback")
-    assert table_rows(pg_dsn, fresh_day) == {} and topic_records(kafka_bootstrap, [load_id]) == []
+    assert table_rows(pg_dsn, fresh_day) == {} and lake_rows(fresh_day) == {}
+    assert topic_records(kafka_bootstrap, [load_id]) == []
 
 
 def test_empty_input_is_said_and_gated(run_dag, orders_data, fresh_day, pg_dsn):

@@ -68,7 +68,7 @@ def test_a_second_run_of_a_day_in_flight_fails_and_finish_says_why(run_dag, orde
         assert "no load was begun: cannot begin load " in run.task_log("finish") and busy in run.task_log("finish")
         assert loads_of_day(pg_dsn, fresh_day) == [(other.load_id, "PREPARING")], "the refused run logged nothing"
     finally:
-        coordinator.rollback(txlog, Connections(pg_dsn, kafka_bootstrap), other.load_id, reason="test cleanup")
+        coordinator.rollback(txlog, Connections.from_env(), other.load_id, reason="test cleanup")
 
 
 def test_an_already_committed_day_is_green_and_finish_says_nothing_to_do(run_dag, orders_data, fresh_day, pg_dsn):

@@ -13,7 +13,7 @@ DAG_FILE = textwrap.dedent('''
     import pendulum
     from airflow.sdk import DAG
 
-    from twophase_airflow import LoadConfig, Table, Topic, load_params, table_asset, topic_asset, two_phase_load
+    from twophase_airflow import IcebergTable, LoadConfig, Table, Topic, load_params, table_asset, topic_asset, two_phase_load
 
 
     def describe_input(interval, params, load_id):
@@ -45,10 +45,11 @@ def test_a_good_config_imports(tmp_path):
     assert bag_errors == ""
 
 
-def test_a_config_of_two_tables_in_two_databases_and_two_topics_imports(tmp_path):
+def test_a_config_of_two_tables_in_two_databases_two_topics_and_an_iceberg_table_imports(tmp_path):
     targets = ["Table('analytics.t')", "Table('analytics.s', frame='summary')",
                "Table('reporting.t', conn_id='reporting_postgres')", "Topic('t', key_column='customer_id')",
-               "Topic('t2', key_column='customer_id', conn_id='kafka_two')"]
+               "Topic('t2', key_column='customer_id', conn_id='kafka_two')",
+               "IcebergTable('analytics.t', columns={'day': 'date', 'n': 'decimal(12, 2)'}, partition_by=('day',))"]
     assert import_errors(tmp_path, config_source=config(targets)) == ""
 
 
@@ -76,8 +77,12 @@ def test_a_config_of_two_tables_in_two_databases_and_two_topics_imports(tmp_path
     (["Table('analytics.t', frame='a b')"], {}, "frame 'a b' must be a name of letters, digits"),
     (["Table('analytics.t')", "Table('analytics.t')"], {},
      "LoadConfig targets name ['analytics.t'] more than once: each table and topic once"),
-    ([], {}, "LoadConfig targets must list at least one Table(...) or Topic(...)"),
-    (["'analytics.t'"], {}, "LoadConfig targets must be Table(...) or Topic(...), got 'analytics.t'"),
+    ([], {}, "LoadConfig targets must list at least one Table(...), Topic(...) or IcebergTable(...)"),
+    (["'analytics.t'"], {}, "LoadConfig targets must be Table(...), Topic(...) or IcebergTable(...), got 'analytics.t'"),
+    (["IcebergTable('analytics.t', columns={'day': 'datetime'})"], {},
+     "IcebergTable analytics.t: iceberg column 'day' has type 'datetime', which is not one of"),
+    (["IcebergTable('analytics.t', partition_by=('day',))"], {},
+     "IcebergTable analytics.t: iceberg table analytics.t: partition_by needs columns"),
     (GOOD_TARGETS, {"pipeline": "'my pipeline'"}, "LoadConfig pipeline: pipeline name 'my pipeline' must be 1-64 "
                                                   "characters"),
     (GOOD_TARGETS, {"log_conn_id": "''"}, "LoadConfig log_conn_id must name an Airflow connection, got ''"),

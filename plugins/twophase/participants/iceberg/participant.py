@@ -102,7 +102,8 @@ class IcebergParticipant(Participant):
         failpoints.hit("iceberg.prepared")
         committable = {"table": self.target.table, "directory": directory, "files": [f["path"] for f in files],
                        "rows": rows}
-        summary = f"{rows} rows in {len(files)} Parquet files staged for {name} in {directory}"
+        summary = (f"{rows} rows in {len(files)} Parquet file{'' if len(files) == 1 else 's'} staged for {name} "
+                   f"in {directory}")
         return Vote(self.name, not problems, rows, committable, "; ".join(problems), {name: rows}, summary)
 
     def check(self, vote: Vote) -> str:
