@@ -73,8 +73,9 @@ def iceberg_snapshot(conns: Connections, table: str, load_id: str) -> str:
         return f"not read ({exc})"
     if not snapshots:
         return "none carries this load"
-    return "; ".join(f"{s.summary.operation.value} snapshot {s.snapshot_id}: {s.summary.get('added-records') or 0} rows "
-                     f"added, {s.summary.get('deleted-records') or 0} deleted" for s in snapshots)
+    return "; ".join(f"{s.summary.operation.value} snapshot {s.snapshot_id}: "
+                     f"{s.summary.get('added-records') or 0} rows added, {s.summary.get('deleted-records') or 0} deleted"
+                     for s in snapshots)
 
 
 if __name__ == "__main__":

@@ -191,7 +191,8 @@ def servers_of(participants: list[Participant]):
 def outcome_of(participant: Participant, hook: str, call: Callable[[], Outcome]) -> Outcome:
     """Run a participant's commit or abort: the one place an exception becomes an outcome.
 
-    - ServerUnreachable: RETRY_LATER, its one-line message.
+    - ServerUnreachable, or a raw client error the participant says means its server is
+      down (`unreachable`): RETRY_LATER, its one-line message.
     - Any other exception: RETRY_LATER naming the hook and the root cause. The outcome of
       the call is unknown (it may have acted before failing), and FAILED would make the
       coordinator roll back or declare a violation on a guess; every hook is idempotent, so
@@ -204,7 +205,8 @@ def outcome_of(participant: Participant, hook: str, call: Callable[[], Outcome])
     except ServerUnreachable as exc:
         outcome = Outcome(participant.name, Kind.RETRY_LATER, str(exc))
     except Exception as exc:  # noqa: BLE001 - see above: unknown outcome, retry
-        outcome = Outcome(participant.name, Kind.RETRY_LATER,
+        down = participant.unreachable(exc)
+        outcome = Outcome(participant.name, Kind.RETRY_LATER, str(down) if down is not None else
                           f"{hook} raised unexpectedly, outcome unknown until retried: {root_cause(exc)}")
     return Outcome(outcome.participant, outcome.kind, outcome.reason, outcome.counts,
                    time.perf_counter() - started)

@@ -24,8 +24,8 @@ CONNECTIONS_ENV = "TWOPHASE_CONNECTIONS"
 ICEBERG_ENV = "TWOPHASE_ICEBERG_CATALOG"
 
 __all__ = ["CONNECTIONS_ENV", "ICEBERG_ENV", "STAGING_SUFFIX", "TARGET_KINDS", "TOPIC_MAX_LENGTH", "WRITE_MODES",
-           "Connections", "IcebergTarget", "KafkaTarget", "LoadSpec", "PostgresTarget", "SpecError", "Target", "check_topic", "target_from_json",
-           "target_to_json"]
+           "Connections", "IcebergTarget", "KafkaTarget", "LoadSpec", "PostgresTarget", "SpecError", "Target",
+           "check_topic", "target_from_json", "target_to_json"]
 
 
 TARGET_KINDS = {"postgres": PostgresTarget, "kafka": KafkaTarget, "iceberg": IcebergTarget}
@@ -154,7 +154,8 @@ class Connections:
         return {"postgres": self.pg_dsn, "kafka": self.kafka_bootstrap, "iceberg": self.iceberg_catalog}
 
     def address(self, kind: str, connection: str) -> str:
-        """The DSN or bootstrap servers of a target's `connection` ('' = the default)."""
+        """The DSN, bootstrap servers or catalog properties of a target's `connection` ('' =
+        the default)."""
         if not connection:
             defaults = self._defaults()
             if not defaults.get(kind):

@@ -6,11 +6,11 @@ import os
 import shlex
 import sys
 
-from . import airflow, airflow_services, browser, kafka, postgres
+from . import airflow, airflow_services, browser, iceberg_sql, kafka, postgres
 from .proc import StackError
 from .settings import venv_bin
 
-USAGE = """usage: scripts/stack up|down|status|env|reset|airflow-up|airflow-down|login
+USAGE = """usage: scripts/stack up|down|status|env|reset|airflow-up|airflow-down|login|iceberg-sql
   up      start Postgres and Kafka, migrate Airflow's DB; idempotent, waits until each answers
   airflow-up    also start Airflow's UI: api-server, scheduler, dag-processor, triggerer
   airflow-down  stop only those
@@ -19,7 +19,8 @@ USAGE = """usage: scripts/stack up|down|status|env|reset|airflow-up|airflow-down
   down    stop what the stack started (Airflow's components too)
   status  say what is up and where
   env     print export lines: eval "$(scripts/stack env)"
-  reset   stop and delete the stack's data (keeps downloaded jars)"""
+  reset   stop and delete the stack's data (keeps downloaded jars)
+  iceberg-sql [spark-sql arguments]  Spark SQL on the stack's Iceberg tables (catalog `twophase`)"""
 
 
 def shell_environment() -> dict[str, str]:
@@ -56,6 +57,9 @@ def main(argv: list[str]) -> int:
     elif cmd == "env":
         for key, value in shell_environment().items():
             print(f"export {key}={shlex.quote(value)}")
+    elif cmd == "iceberg-sql":
+        cmd_line = iceberg_sql.command(argv[1:])
+        os.execvpe(cmd_line[0], cmd_line, {**os.environ, **shell_environment()})
     elif cmd == "reset":
         kafka.destroy()
         postgres.destroy()

@@ -14,8 +14,8 @@ import psycopg2
 from . import postgres, secrets
 from .proc import StackError
 from .settings import (AIRFLOW_DB, CONN_ICEBERG, CONN_KAFKA, CONN_POSTGRES, CONN_REPORTING, CONN_SPARK,
-                       ICEBERG_CATALOG_NAME, ICEBERG_DB, PIPELINE_DB, PIPELINE_ROLE, REPORTING_DB, ROOT, Ports, stack_dir,
-                       venv_bin)
+                       ICEBERG_CATALOG_NAME, ICEBERG_DB, PIPELINE_DB, PIPELINE_ROLE, REPORTING_DB, ROOT, Ports,
+                       stack_dir, venv_bin)
 
 
 def home():

@@ -16,6 +16,7 @@ import pytest
 
 from support import ICEBERG_COLUMNS, drop_iceberg_table, iceberg_leftovers, iceberg_table, make_df
 from twophase import coordinator, recovery
+from twophase.errors import ServerUnreachable
 from twophase.ids import load_id_for
 from twophase.participants.iceberg import LOAD_PROPERTY
 from twophase.participants.iceberg.catalog import staged_files
@@ -162,3 +163,53 @@ def test_a_commit_whose_outcome_is_unknown_is_resolved_by_the_snapshot_log(spark
     assert rows_by_load(lake) == {spec.load_id: 250}
     assert set(iceberg_table(lake).inspect.files().column("file_path").to_pylist()) == set(files)
     assert iceberg_leftovers(lake, spec.load_id) == []
+
+
+def test_spark_with_icebergs_own_runtime_reads_what_the_load_committed(spark, txlog, lake, lake_conns, unique_name):
+    """An independent reader: `scripts/stack iceberg-sql` (Spark SQL with Iceberg's Java
+    runtime, through Iceberg's JDBC catalog on the same database) counts the load's rows."""
+    from support import stack
+
+    spec = spec_for(lake, None, unique_name)
+    assert run(txlog, lake_conns, spec, make_df(spark, 321, day=DAY)) == State.COMMITTED
+    out = stack("iceberg-sql", "-S", "-e",
+                f"select count(*), count(distinct customer_id), sum(orders) from twophase.{lake} "
+                f"where load_id = '{spec.load_id}' and day = date '{DAY}'")
+    expected = make_df(spark, 321, day=DAY).agg({"orders": "sum"}).first()[0]
+    assert out.split() == ["321", "321", str(expected)], out
+
+
+def test_a_catalog_that_does_not_answer_is_retry_later_in_one_line_and_never_shows_its_password(
+        spark, txlog, lake, lake_conns, target):
+    """The catalog's database on a port nobody listens on: prepare, then (with the catalog
+    back for prepare and vote) commit raise RetryLater naming the catalog in one line,
+    without its password; with the catalog back, the load commits whole."""
+    import json
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    props = json.loads(lake_conns.iceberg_catalog)
+    props["uri"] = f"postgresql+psycopg2://twophase:not-shown@127.0.0.1:{port}/twophase_iceberg"
+    down = Connections(lake_conns.pg_dsn, lake_conns.kafka_bootstrap, iceberg_catalog=json.dumps(props))
+    spec = spec_for(lake, target["table"], target["topic"])
+    coordinator.begin(txlog, spec)
+
+    with pytest.raises(ServerUnreachable) as raised:
+        coordinator.prepare(txlog, down, spec.load_id, make_df(spark, 50, day=DAY))
+    text = str(raised.value)
+    assert "\n" not in text and f"Iceberg catalog 'twophase' (sql at 127.0.0.1:{port}) is unreachable" in text, text
+    assert "not-shown" not in text and "Traceback" not in text
+    assert txlog.get(spec.load_id).state == State.PREPARING
+
+    coordinator.prepare(txlog, lake_conns, spec.load_id, make_df(spark, 50, day=DAY))
+    assert coordinator.vote(txlog, lake_conns, spec.load_id).state == State.COMMITTING
+    with pytest.raises(coordinator.RetryLater) as raised:
+        coordinator.commit(txlog, down, spec.load_id)
+    text = str(raised.value)
+    assert "\n" not in text and f"(sql at 127.0.0.1:{port}) is unreachable" in text and "not-shown" not in text, text
+    assert txlog.get(spec.load_id).state == State.COMMITTING and rows_by_load(lake) == {}
+
+    coordinator.commit(txlog, lake_conns, spec.load_id)
+    assert txlog.get(spec.load_id).state == State.COMMITTED and rows_by_load(lake) == {spec.load_id: 50}
