@@ -59,6 +59,7 @@ def main(run_log: Path, day: str) -> int:
         print(f"    python -c \"import os; from twophase.participants.iceberg import catalog_of; "
               f"t = catalog_of(os.environ['TWOPHASE_ICEBERG_CATALOG']).load_table('{table}'); "
               f"print(t.scan(row_filter=\\\"day = '{day}'\\\").to_arrow().num_rows)\"")
+        print(f"    scripts/stack iceberg-sql -e \"select count(*) from twophase.{table} where day = '{day}'\"")
     print(f"    task logs of the run: {run_log}")
     return 0
 
