@@ -6,7 +6,7 @@
 Each release is extracted (git archive) to .stack/bench/trees/<commit>. Every repetition
 runs, from each tree in turn, that release's own bench on the same rows:
 
-    python -m bench --sizes <rows> --shapes <shape> --reps 1 --no-limits --no-breakdown
+    python -m bench --sizes <rows> --shapes <shape> --reps 1 --no-limits --no-breakdown [--no-iceberg]
 
 so each release's atomic load is timed by the bench written for its API, the same way:
 the same stack, a fresh Spark session, the same warm-up, the same generated rows. The
@@ -98,6 +98,8 @@ def run_release(tree: Path, args: argparse.Namespace, env: dict[str, str]) -> di
     before = set((tree / "bench" / "results").glob("*.json"))
     cmd = [sys.executable, "-m", "bench", "--sizes", str(args.rows), "--shapes", args.shape, "--reps", "1",
            "--no-limits", "--no-breakdown", "--note", "bench/compare"]
+    if "--no-iceberg" in (tree / "bench" / "__main__.py").read_text():  # a release that has the Iceberg figures
+        cmd.append("--no-iceberg")
     proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
