@@ -28,7 +28,8 @@ Rules every implementation keeps (the contract suite, tests/contract, checks the
   expect is mapped to an outcome in one place (`outcome_of`), never escapes raw.
 - `commit_may_fail` says whether a commit can still fail for good after a yes vote (a
   Kafka copy can: its staged records expired, the topic was deleted). The coordinator
-  commits those participants first (docs/adr/0001-commit-order.md).
+  commits those participants first, the likeliest to fail (`commit_risk`) first of all
+  (docs/adr/0001-commit-order.md).
 """
 
 from __future__ import annotations
@@ -102,6 +103,9 @@ class Participant(ABC):
 
     kind: ClassVar[str]
     commit_may_fail: ClassVar[bool] = False
+    # Among participants whose commit may fail: the more likely to fail for good commits
+    # first (higher first), so that it fails while nothing is committed yet.
+    commit_risk: ClassVar[int] = 0
     # Readers keep seeing a committed load's data after a later load replaced its interval
     # (a topic is a log: it cannot be rewritten); tables drop the replaced rows.
     append_only: ClassVar[bool] = False

@@ -70,7 +70,9 @@ class Topic:
 
     - conn_id: the Airflow connection of its cluster (extra `bootstrap.servers`);
     - frame: which of the job's frames it loads ('' = the main one);
-    - partitions: of the topic and its staging topic, when the load creates them.
+    - partitions, replication_factor (None: the broker's default) and topic_config (Kafka
+      topic settings, e.g. {"min.insync.replicas": "2"}): of the topic and its staging
+      topic, when the load creates them.
     """
 
     name: str
@@ -78,6 +80,8 @@ class Topic:
     conn_id: str = DEFAULT_KAFKA
     frame: str = ""
     partitions: int = 3
+    replication_factor: int | None = None
+    topic_config: dict | None = None
     kind = "kafka"
 
     def __post_init__(self):
@@ -88,8 +92,9 @@ class Topic:
             raise SpecError(f"Topic {self.name!r}: {exc}") from None
 
     def core(self, mode: str, interval, connection: str) -> KafkaTarget:
-        return KafkaTarget(self.name, self.key_column, partitions=self.partitions, connection=connection,
-                           frame=self.frame)
+        return KafkaTarget(self.name, self.key_column, partitions=self.partitions,
+                           replication_factor=self.replication_factor, topic_config=dict(self.topic_config or {}),
+                           connection=connection, frame=self.frame)
 
 
 @dataclass(frozen=True)

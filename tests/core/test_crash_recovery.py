@@ -2,7 +2,7 @@
 
 Each case runs a whole load of the multi-target example (support.many_spec: three tables
 over two databases, one of them fed by a second frame, two topics and an Iceberg table;
-commit order: Iceberg, Kafka, then the prepared Postgres transactions) in a child process
+commit order: Kafka, Iceberg, then the prepared Postgres transactions) in a child process
 with TWOPHASE_FAILPOINT set; the process (or, for the spark.* points, a Spark task's Python
 worker) is SIGKILLed there, at the first participant that reaches the point. Then recovery
 runs (deadline 0: presume abort at once) and `verify` must pass.

@@ -589,3 +589,23 @@ def test_a_crash_between_any_two_hooks_is_finished_by_recovery(log, store, point
     assert_nothing_left(store, spec.load_id)
     assert recover(log, healed) == [] and log.get(spec.load_id).state == final, "recovery is not idempotent"
     assert final in TERMINAL
+
+
+def test_the_likeliest_to_fail_commits_first_then_the_other_may_fail_ones_then_the_rest():
+    """commit_order: may-fail participants by commit_risk (highest first), then by name;
+    the ones whose commit cannot fail last. The real kinds: Kafka (2), Iceberg (1), Postgres."""
+    from twophase.participants import commit_order
+    from twophase.participants.iceberg import IcebergParticipant
+    from twophase.participants.kafka import KafkaParticipant
+    from twophase.participants.postgres import PostgresParticipant
+
+    def made(cls, name):
+        p = object.__new__(cls)  # the order reads class attributes and the name only
+        p.name = name
+        return p
+
+    parts = [made(PostgresParticipant, "postgres"), made(IcebergParticipant, "iceberg:b.t"),
+             made(PostgresParticipant, "postgres@reporting"), made(IcebergParticipant, "iceberg:a.t"),
+             made(KafkaParticipant, "kafka@eu"), made(KafkaParticipant, "kafka")]
+    assert [p.name for p in commit_order(parts)] == ["kafka", "kafka@eu", "iceberg:a.t", "iceberg:b.t", "postgres",
+                                                     "postgres@reporting"]

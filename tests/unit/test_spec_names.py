@@ -67,3 +67,31 @@ def test_the_key_column_must_be_a_plain_identifier(key_column):
 def test_partitions_must_be_a_whole_number_of_at_least_one(partitions):
     with pytest.raises(SpecError, match="kafka partitions must be a whole number of at least 1"):
         KafkaTarget("orders", "customer_id", partitions=partitions)
+
+
+@pytest.mark.parametrize("replicas", [0, -1, "3", 1.5, True])
+def test_a_replication_factor_is_a_whole_number_of_at_least_one_or_none(replicas):
+    with pytest.raises(SpecError, match=r"kafka replication_factor must be a whole number of at least 1, got .* "
+                                        r"\(or None: the broker's default\)"):
+        KafkaTarget("orders", "customer_id", replication_factor=replicas)
+    assert KafkaTarget("orders", "customer_id").replication_factor is None  # the broker's default
+
+
+@pytest.mark.parametrize("config, message", [
+    ({"min insync": "2"}, "kafka topic_config key 'min insync' is not a Kafka topic setting name"),
+    ({"Min.Insync.Replicas": "2"}, "is not a Kafka topic setting name"),
+    ({"min.insync.replicas": ""}, "kafka topic_config min.insync.replicas must be a string or a whole number"),
+    ({"min.insync.replicas": True}, "must be a string or a whole number, got True"),
+    ("min.insync.replicas=2", "kafka topic_config must be a dict of Kafka topic settings"),
+])
+def test_topic_config_is_checked(config, message):
+    with pytest.raises(SpecError, match=message):
+        KafkaTarget("orders", "customer_id", topic_config=config)
+
+
+def test_the_staging_topic_keeps_its_retention_whatever_topic_config_says():
+    target = KafkaTarget("orders", "customer_id", topic_config={"min.insync.replicas": 2, "cleanup.policy": "compact",
+                                                                 "retention.ms": "60000"})
+    assert target.topic_config == {"min.insync.replicas": "2", "cleanup.policy": "compact", "retention.ms": "60000"}
+    assert target.staging_config() == {"min.insync.replicas": "2", "cleanup.policy": "delete",
+                                       "retention.ms": str(target.staging_retention_ms)}

@@ -47,10 +47,10 @@ def participants_of(spec: LoadSpec, conns: Connections) -> list[Participant]:
 
 
 def commit_order(participants: list[Participant]) -> list[Participant]:
-    """Those whose commit can still fail for good after a yes vote first, then the others;
-    by name within each group, so every attempt of a load commits in the same order
-    (docs/adr/0001-commit-order.md)."""
-    return sorted(participants, key=lambda p: (not p.commit_may_fail, p.name))
+    """Those whose commit can still fail for good after a yes vote first (the likeliest to
+    fail, by `commit_risk`, first of all), then the others; by name within each, so every
+    attempt of a load commits in the same order (docs/adr/0001-commit-order.md)."""
+    return sorted(participants, key=lambda p: (not p.commit_may_fail, -p.commit_risk, p.name))
 
 
 def sweep_all(conns: Connections, state_of) -> list:

@@ -28,6 +28,9 @@ class IcebergParticipant(Participant):
     # The table can be dropped, or its schema changed, after a yes vote: the commit can
     # fail for good, so it goes first (docs/adr/0001-commit-order.md).
     commit_may_fail = True
+    # It fails for good only when someone dropped the table, deleted its staged files or
+    # changed its schema after the vote: after a Kafka copy, which can time out by itself.
+    commit_risk = 1
 
     def __init__(self, catalog: str, targets, load_id: str, name: str = NAME):
         self.catalog_address = self.endpoint = catalog

@@ -185,10 +185,10 @@ def _max_message_bytes(admin: AdminClient, topics: list[str]) -> dict[str, int]:
 
 def _create_missing(admin: AdminClient, target: KafkaTarget) -> None:
     existing = admin.list_topics(timeout=30).topics
+    replicas = -1 if target.replication_factor is None else target.replication_factor  # -1: the broker's default
     wanted = [
-        NewTopic(target.topic, target.partitions, target.replication_factor),
-        NewTopic(target.staging_topic, target.partitions, target.replication_factor, config={
-            "retention.ms": str(target.staging_retention_ms), "cleanup.policy": "delete"}),
+        NewTopic(target.topic, target.partitions, replicas, config=dict(target.topic_config)),
+        NewTopic(target.staging_topic, target.partitions, replicas, config=target.staging_config()),
     ]
     missing = [t for t in wanted if t.topic not in existing]
     if not missing:

@@ -4,12 +4,17 @@ the copy happened; an abort marks them so a later commit refuses."""
 
 from __future__ import annotations
 
+import logging
 import time
 
 from confluent_kafka import KafkaException, TopicPartition
 
 from ... import failpoints
 from .client import _patiently, _produce
+
+_log = logging.getLogger("twophase.kafka.copy")
+PROGRESS_EVERY_S = 30  # a long copy says how far it got
+STALLED_AFTER_S = 10   # no record copied for this long: say what it waits on
 from .writer import H_ATTEMPT, H_LOAD, H_PART, public_headers, record_checksum
 
 _ABORTED = "twophase:aborted"  # metadata of the copy group's offsets once the load is aborted here
@@ -32,6 +37,41 @@ def _copies(committable: dict, count: int) -> list[dict]:
 
 class _CopyTimedOut(Exception):
     pass
+
+
+class _Progress:
+    """Logs a long copy's progress, and plainly what it waits on when it stalls (a staging
+    or target partition without a leader: a broker down on a replicated cluster)."""
+
+    def __init__(self, consumer, topics: list[str], expected: int):
+        self.consumer, self.topics, self.expected = consumer, topics, expected
+        self.started = self.moved = self.reported = self.warned = time.monotonic()
+        self.copied = 0
+
+    def tick(self, copied: int, pending: list[tuple[str, int]]) -> None:
+        now = time.monotonic()
+        if copied != self.copied:
+            self.copied, self.moved = copied, now
+        if now - self.reported >= PROGRESS_EVERY_S:
+            self.reported = now
+            _log.info("commit copy: %d of %d records copied in %.0f s; %d staging partitions to go",
+                      copied, self.expected, now - self.started, len(pending))
+        if now - self.moved >= STALLED_AFTER_S and now - self.warned >= STALLED_AFTER_S:
+            self.warned = now
+            _log.warning("commit copy: no record copied for %.0f s (%d of %d so far); %s", now - self.moved, copied,
+                         self.expected, self.waiting_on(pending))
+
+    def waiting_on(self, pending: list[tuple[str, int]]) -> str:
+        try:
+            leaderless = [f"{name}[{p}]" for name in self.topics
+                          for p, meta in self.consumer.list_topics(name, timeout=5).topics[name].partitions.items()
+                          if meta.leader < 0]
+        except KafkaException as exc:
+            return f"the cluster does not answer its metadata request ({exc.args[0].str()})"
+        if leaderless:
+            return (f"waiting on partitions without a leader: {', '.join(leaderless)} (a broker down? the copy goes "
+                    "on when a replica takes over, within the transaction's timeout)")
+        return "waiting on " + ", ".join(f"{t}[{p}]" for t, p in pending[:10]) + (" ..." if len(pending) > 10 else "")
 
 
 class _StagedFilter:
@@ -73,9 +113,11 @@ def _copy(producer, consumer, load_id: str, topics, copies: list[dict], expected
     copied = 0
     half = (expected + 1) // 2
     send = producer.produce
+    progress = _Progress(consumer, [*target_of, *dict.fromkeys(target_of.values())], expected)
     while last:
         if time.monotonic() > deadline:
             raise _CopyTimedOut(f"copied {copied} of {expected} records before the deadline")
+        progress.tick(copied, list(last))
         # A short timeout: the last partial batch must not wait a whole second.
         for msg in consumer.consume(num_messages=10000, timeout=0.1):
             if msg.error() is not None:

@@ -11,19 +11,27 @@ from ...errors import SpecError
 from ..target_rules import IDENT, check_names
 
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]+$")
+_CONFIG_KEY = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*$")
 TOPIC_MAX_LENGTH = 249  # Kafka refuses longer topic names
 STAGING_SUFFIX = ".twophase-staging"
 
 
 @dataclass(frozen=True)
 class KafkaTarget:
-    """The target topic and its staging topic; records are keyed by `key_column`."""
+    """The target topic and its staging topic; records are keyed by `key_column`.
+
+    When the load creates the topics (they are missing): `partitions`; `replication_factor`
+    (None: the broker's default.replication.factor); `topic_config`, Kafka topic settings of
+    both topics, e.g. {"min.insync.replicas": "2"} on a replicated cluster (the staging
+    topic keeps its own retention.ms and cleanup.policy). Existing topics are not altered.
+    """
 
     topic: str
     key_column: str
     staging_topic: str = ""
     partitions: int = 3
-    replication_factor: int = 1
+    replication_factor: int | None = None
+    topic_config: dict[str, str] = field(default_factory=dict)
     # Staged records must outlive the slowest commit and recovery's deadline.
     staging_retention_ms: int = 7 * 24 * 3600 * 1000
     # The commit copy runs in one transaction; the broker's transaction.max.timeout.ms caps this.
@@ -58,8 +66,25 @@ class KafkaTarget:
             raise SpecError(f"kafka headers {reserved} are reserved for the protocol")
         for name in ("partitions", "replication_factor"):
             value = getattr(self, name)
+            if value is None and name == "replication_factor":
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SpecError(f"kafka {name} must be a whole number of at least 1, got {value!r}")
+                raise SpecError(f"kafka {name} must be a whole number of at least 1, got {value!r}"
+                                + (" (or None: the broker's default)" if name == "replication_factor" else ""))
+        if not isinstance(self.topic_config, dict):
+            raise SpecError(f"kafka topic_config must be a dict of Kafka topic settings, got {self.topic_config!r}")
+        for key, value in self.topic_config.items():
+            if not isinstance(key, str) or not _CONFIG_KEY.match(key):
+                raise SpecError(f"kafka topic_config key {key!r} is not a Kafka topic setting name "
+                                "(like 'min.insync.replicas')")
+            if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value) == "":
+                raise SpecError(f"kafka topic_config {key} must be a string or a whole number, got {value!r}")
+        object.__setattr__(self, "topic_config", {k: str(v) for k, v in self.topic_config.items()})
+
+    def staging_config(self) -> dict[str, str]:
+        """The staging topic's settings: the target's, but its records stay until the commit
+        copies them (retention.ms) and are never compacted away (cleanup.policy delete)."""
+        return {**self.topic_config, "retention.ms": str(self.staging_retention_ms), "cleanup.policy": "delete"}
 
 
     @property
