@@ -14,32 +14,30 @@ from airflow.sdk import Asset
 from twophase.spec import IcebergTarget, PostgresTarget, SpecError, check_topic
 
 
+def _asset(caller: str, kind: str, name: str, conn_id: str, check) -> Asset:
+    """The Asset of `name` on connection `conn_id`, once `check(name)` (the core's rule)
+    accepts it; its SpecError is raised naming `caller`."""
+    try:
+        check(name)
+    except SpecError as exc:
+        raise SpecError(f"{caller}: {exc}") from None
+    return Asset(name=f"{kind}:{name}", uri=f"x-twophase-{kind}://{conn_id}/{name}")
+
+
 def table_asset(table: str, pg_conn_id: str = "twophase_postgres") -> Asset:
     if not isinstance(table, str):
         raise SpecError(f"table_asset: table must be a string like 'schema.table', got {table!r}")
-    try:
-        PostgresTarget(table)
-    except SpecError as exc:
-        raise SpecError(f"table_asset: {exc}") from None
-    return Asset(name=f"postgres:{table}", uri=f"x-twophase-postgres://{pg_conn_id}/{table}")
+    return _asset("table_asset", "postgres", table, pg_conn_id, PostgresTarget)
 
 
 def topic_asset(topic: str, kafka_conn_id: str = "twophase_kafka") -> Asset:
-    try:
-        check_topic(topic)
-    except SpecError as exc:
-        raise SpecError(f"topic_asset: {exc}") from None
-    return Asset(name=f"kafka:{topic}", uri=f"x-twophase-kafka://{kafka_conn_id}/{topic}")
+    return _asset("topic_asset", "kafka", topic, kafka_conn_id, check_topic)
 
 
 def iceberg_asset(table: str, iceberg_conn_id: str = "twophase_iceberg") -> Asset:
     if not isinstance(table, str):
         raise SpecError(f"iceberg_asset: table must be a string like 'namespace.table', got {table!r}")
-    try:
-        IcebergTarget(table)
-    except SpecError as exc:
-        raise SpecError(f"iceberg_asset: {exc}") from None
-    return Asset(name=f"iceberg:{table}", uri=f"x-twophase-iceberg://{iceberg_conn_id}/{table}")
+    return _asset("iceberg_asset", "iceberg", table, iceberg_conn_id, IcebergTarget)
 
 
 def asset_of(target) -> Asset:

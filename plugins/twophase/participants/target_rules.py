@@ -12,6 +12,18 @@ _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 WRITE_MODES = ("append", "replace")
 
 
+def check_table(target, parts: str) -> None:
+    """Raise SpecError unless a table target's name is `<parts>` (e.g. 'schema.table') of two
+    plain identifiers, and its mode is a write mode (replace with its replace_where)."""
+    pieces = target.table.split(".")
+    if len(pieces) != 2 or not all(IDENT.match(p) for p in pieces):
+        raise SpecError(f"{target.kind} table {target.table!r} must be {parts} with plain identifiers")
+    if target.mode not in WRITE_MODES:
+        raise SpecError(f"write mode {target.mode!r} is not one of {WRITE_MODES}")
+    if target.mode == "replace" and not target.replace_where:
+        raise SpecError("write mode 'replace' needs replace_where: the columns and values of the rows to replace")
+
+
 def check_names(target) -> None:
     """Raise SpecError unless the target's `connection` and `frame` are names (or empty)."""
     for name in ("connection", "frame"):

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import SpecError
-from ..target_rules import IDENT, WRITE_MODES, check_names
+from ..target_rules import IDENT, check_names, check_table
 
 # The column types a table created by the participant may have (Iceberg's primitive types,
 # by the names Iceberg's spec gives them); decimal(p, s) too.
@@ -53,13 +53,7 @@ class IcebergTarget:
         object.__setattr__(self, "partition_by", tuple(self.partition_by))
         object.__setattr__(self, "columns", dict(self.columns))
         check_names(self)
-        parts = self.table.split(".")
-        if len(parts) != 2 or not all(IDENT.match(p) for p in parts):
-            raise SpecError(f"iceberg table {self.table!r} must be namespace.table with plain identifiers")
-        if self.mode not in WRITE_MODES:
-            raise SpecError(f"write mode {self.mode!r} is not one of {WRITE_MODES}")
-        if self.mode == "replace" and not self.replace_where:
-            raise SpecError("write mode 'replace' needs replace_where: the columns and values of the rows to replace")
+        check_table(self, "namespace.table")
         for column in [*self.replace_where, *self.columns, *self.partition_by]:
             if not IDENT.match(column):
                 raise SpecError(f"iceberg table {self.table}: column {column!r} is not a plain identifier")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import SpecError
-from ..target_rules import IDENT, WRITE_MODES, check_names
+from ..target_rules import IDENT, check_names, check_table
 
 
 @dataclass(frozen=True)
@@ -31,13 +31,7 @@ class PostgresTarget:
 
     def __post_init__(self):
         check_names(self)
-        parts = self.table.split(".")
-        if len(parts) != 2 or not all(IDENT.match(p) for p in parts):
-            raise SpecError(f"postgres table {self.table!r} must be schema.table with plain identifiers")
-        if self.mode not in WRITE_MODES:
-            raise SpecError(f"write mode {self.mode!r} is not one of {WRITE_MODES}")
-        if self.mode == "replace" and not self.replace_where:
-            raise SpecError("write mode 'replace' needs replace_where: the columns and values of the rows to replace")
+        check_table(self, "schema.table")
         for column in self.replace_where:
             if not IDENT.match(column):
                 raise SpecError(f"replace_where column {column!r} is not a plain identifier")
