@@ -178,8 +178,9 @@ def count_iceberg_rows(name: str, load_id: str) -> int:
     return 0 if table is None else table.scan(row_filter=EqualTo("load_id", load_id)).to_arrow().num_rows
 
 
-def iceberg_leftovers(name: str, load_id: str) -> list[str]:
-    """Files of the load's Iceberg staging directory that no snapshot references."""
+def iceberg_leftovers(name: str, load_id: str, attempt: int = 1) -> list[str]:
+    """Files of the Iceberg staging directory of the load's prepare attempt that no
+    snapshot references."""
     from twophase.participants.iceberg import ABORTED_MARK, staging_dir
     from twophase.participants.iceberg.catalog import staged_files
 
@@ -187,7 +188,7 @@ def iceberg_leftovers(name: str, load_id: str) -> list[str]:
     if table is None:
         return []
     referenced = set(table.inspect.all_files().column("file_path").to_pylist()) if table.snapshots() else set()
-    return [uri for uri in staged_files(staging_dir(table, load_id))
+    return [uri for uri in staged_files(staging_dir(table, load_id, attempt))
             if uri not in referenced and not uri.endswith("/" + ABORTED_MARK)]
 
 

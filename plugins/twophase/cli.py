@@ -47,7 +47,7 @@ def cmd_show(log, conns, args) -> int:
     print(json.dumps({
         **report.summarize(load.__dict__, votes.values()).to_json(), "participants": load.participants,
         "input": load.input, "expected_rows": load.expected_rows, "metrics": load.metrics,
-        "prepare_error": load.prepare_error,
+        "prepare_error": load.prepare_error, "prepare_attempts": load.prepare_attempt,
         "votes": {name: v.to_json() for name, v in votes.items()},
         "history": [{"from": t.from_state, "to": t.to_state, "reason": t.reason, "at": t.at.isoformat()}
                     for t in log.history(load.load_id)],

@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from . import failpoints
 from .errors import ServerUnreachable, Terminal, Transient, root_cause
-from .log import Load, StateConflict, TransactionLog
+from .log import Load, StateConflict, Superseded, TransactionLog
 from .outcome import Kind, Outcome
 from .participant import Participant, outcome_of, servers_of
 from .participants import commit_order
@@ -68,7 +68,7 @@ def _step(log: TransactionLog, load_id: str, conns: Connections):
     participant. An unknown load raises UnknownLoad."""
     try:
         load = log.get(load_id)
-        parts = conns.participants(load.spec())
+        parts = conns.participants(load.spec(), load.attempt)
         with servers_of(parts):
             yield load, parts
     except ServerUnreachable as exc:
@@ -114,39 +114,61 @@ def prepare(log: TransactionLog, conns: Connections, load_id: str, df, metrics: 
     quality rules of the vote. `stage(df, stagings) -> spark_stage.Staged`: the staging
     pass, Spark's (spark_stage.stage) unless a test runs writers in-process.
 
-    Runs in the Spark driver. A retry restages from scratch (participants discard what an
-    earlier attempt staged). If recovery aborted the load meanwhile, what this call
-    prepared is discarded (every participant's abort) and StateConflict is raised.
+    Runs in the Spark driver. Each call is a prepare attempt: it claims the next attempt
+    number in the log and stages under names of its own, so a retry restages from scratch
+    while an earlier attempt may still run (a zombie Spark application whose submitting
+    process died). Only the latest attempt may log votes and move the load to PREPARED;
+    one that finds itself superseded, or the load decided meanwhile (recovery's presumed
+    abort), discards what it staged (each participant's discard) and raises Superseded
+    or StateConflict.
     """
     load = log.get(load_id)
     if load.state == State.PREPARED:
         return log.votes(load_id)
     if load.state != State.PREPARING:
         raise StateConflict(load_id, load.state, [State.PREPARING])
-    parts = conns.participants(load.spec())
+    attempt = log.claim_prepare(load_id)
+    parts = conns.participants(load.spec(), attempt)
     try:
         with servers_of(parts):
-            return _prepare(log, load, parts, df, metrics, stage)
+            return _prepare(log, load, parts, df, metrics, stage, attempt)
     except StateConflict:
         raise
     except Exception as exc:
-        record_prepare_error(log, load_id, exc)
+        _raise_if_superseded(log, load_id, attempt, parts, exc)
+        record_prepare_error(log, load_id, exc, attempt)
         raise
 
 
-def record_prepare_error(log: TransactionLog, load_id: str, exc: BaseException) -> str:
+def _raise_if_superseded(log: TransactionLog, load_id: str, attempt: int, parts: list[Participant],
+                         exc: Exception) -> None:
+    """A prepare attempt that failed because a later one took its staging away (dropped
+    its tables, deleted its files) says so, and discards what it left, instead of
+    reporting the symptom. Best effort: with the log unreadable, the error stands."""
+    try:
+        load = log.get(load_id)
+    except Exception:  # noqa: BLE001 - the original error is the one to raise
+        return
+    if load.prepare_attempt != attempt:
+        for p in parts:
+            p.discard()
+        raise Superseded(load_id, attempt, load.prepare_attempt, load.state) from exc
+
+
+def record_prepare_error(log: TransactionLog, load_id: str, exc: BaseException, attempt: int | None = None) -> str:
     """Log why prepare failed (its root cause, one line) for the vote and the rollback;
-    returns it. Best effort: with the log's server down, the vote says prepare did not finish."""
+    returns it. Best effort: with the log's server down, the vote says prepare did not finish.
+    `attempt`: only while that attempt is the load's latest."""
     cause = root_cause(exc)
     try:
-        log.record_prepare_error(load_id, cause)
+        log.record_prepare_error(load_id, cause, attempt)
     except Exception:  # noqa: BLE001 - never hide the prepare's own error behind this one
         pass
     return cause
 
 
 def _prepare(log: TransactionLog, load: Load, parts: list[Participant], df, metrics: dict | None,
-             stage) -> dict[str, Vote]:
+             stage, attempt: int) -> dict[str, Vote]:
     if stage is None:
         from .spark_stage import stage
 
@@ -154,17 +176,18 @@ def _prepare(log: TransactionLog, load: Load, parts: list[Participant], df, metr
     frames = df if isinstance(df, dict) else {"": df}
     stagings = {p.name: p.stage({name: list(frame.columns) for name, frame in frames.items()}) for p in parts}
     staged = stage(frames, stagings)
-    log.set_expected(load_id, staged.expected, metrics, rows=staged.expected.get(load.spec().targets[0].name))
-    votes = [p.prepare(stagings[p.name].marks, staged.reports[p.name],
-                       {t: staged.expected[t] for t in p.targets}) for p in parts]
-    for v in votes:
-        log.record_vote(load_id, v)
-    failpoints.hit("coordinator.votes_logged")
     try:
-        log.transition(load_id, State.PREPARED, expect=[State.PREPARING])
-    except StateConflict:
-        for p, v in zip(parts, votes):  # recovery decided meanwhile: discard what this call prepared
-            outcome_of(p, "abort", lambda p=p, v=v: p.abort(v))
+        log.set_expected(load_id, staged.expected, metrics, rows=staged.expected.get(load.spec().targets[0].name),
+                         attempt=attempt)
+        votes = [p.prepare(stagings[p.name].marks, staged.reports[p.name],
+                           {t: staged.expected[t] for t in p.targets}) for p in parts]
+        for v in votes:
+            log.record_vote(load_id, v, attempt)
+        failpoints.hit("coordinator.votes_logged")
+        log.transition(load_id, State.PREPARED, expect=[State.PREPARING], attempt=attempt)
+    except StateConflict:  # superseded, or decided meanwhile: this attempt's staging never counts
+        for p in parts:
+            p.discard()
         raise
     return {v.participant: v for v in votes}
 

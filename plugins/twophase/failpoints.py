@@ -3,7 +3,9 @@
 Set TWOPHASE_FAILPOINT to a point's name and the process that reaches it dies with
 SIGKILL, as a crash would (no cleanup, no finally blocks). With TWOPHASE_FAILPOINT_ONCE
 set to a file path, only the first process to reach the point dies (the file records
-it), so a retried Spark task or Airflow task then succeeds.
+it), so a retried Spark task or Airflow task then succeeds. With TWOPHASE_FAILPOINT_WAIT
+set to a file path, the process pauses there instead (a slow zombie): it creates
+`<path>.reached` and goes on once `<path>` exists (at most 10 minutes).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 
 POINTS = (
     "spark.partition_staged",       # a Spark task staged its partition, before it reports
@@ -34,6 +37,14 @@ def hit(name: str) -> None:
     if name not in POINTS:
         raise ValueError(f"unknown failpoint {name!r}")
     if os.environ.get("TWOPHASE_FAILPOINT") != name:
+        return
+    wait = os.environ.get("TWOPHASE_FAILPOINT_WAIT")
+    if wait:
+        print(f"twophase: failpoint {name}: process {os.getpid()} waits for {wait}", file=sys.stderr, flush=True)
+        open(f"{wait}.reached", "w").close()
+        deadline = time.monotonic() + 600
+        while not os.path.exists(wait) and time.monotonic() < deadline:
+            time.sleep(0.1)
         return
     once = os.environ.get("TWOPHASE_FAILPOINT_ONCE")
     if once:

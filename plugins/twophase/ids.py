@@ -29,12 +29,22 @@ def load_id_for(pipeline: str, run_id: str) -> str:
     return f"{pipeline}.{readable}.{digest(pipeline + chr(0) + run_id, 10)}"
 
 
-def pg_gid(load_id: str, participant: str = "postgres") -> str:
+def attempt_tag(attempt: int) -> str:
+    """What names of a prepare attempt's staging add to the load's: nothing for the first
+    attempt (the names loads had before attempts were fenced), `a<n>` for a retry."""
+    if not isinstance(attempt, int) or attempt < 1:
+        raise ValueError(f"a prepare attempt is a number from 1, got {attempt!r}")
+    return "" if attempt == 1 else f"a{attempt}"
+
+
+def pg_gid(load_id: str, participant: str = "postgres", attempt: int = 1) -> str:
     """Global id of the load's prepared transaction in one database (Postgres allows 200
-    bytes, unique per server: two databases of one server need two). The default
-    participant's is `twophase:<load id>`, as before several databases were possible."""
+    bytes, unique per server: two databases of one server need two; two prepare attempts
+    of one load too). The default participant's first is `twophase:<load id>`, as before
+    several databases were possible."""
     suffix = "" if participant == "postgres" else f":{digest(participant, 8)}"
-    return GID_PREFIX + load_id + suffix
+    tag = attempt_tag(attempt)
+    return GID_PREFIX + load_id + suffix + (f":{tag}" if tag else "")
 
 
 def load_id_of_gid(gid: str) -> str | None:
@@ -42,10 +52,12 @@ def load_id_of_gid(gid: str) -> str | None:
     return gid[len(GID_PREFIX):].split(":")[0] if gid.startswith(GID_PREFIX) else None
 
 
-def staging_table(load_id: str, table: str = "") -> str:
-    """Unqualified name of a Postgres staging table of the load, in schema STAGING_SCHEMA:
-    the first table's is named by the load id alone (as before a load had several)."""
-    return f"stg_{digest(load_id + (chr(0) + table if table else ''), 24)}"
+def staging_table(load_id: str, table: str = "", attempt: int = 1) -> str:
+    """Unqualified name of a Postgres staging table of the load and prepare attempt, in
+    schema STAGING_SCHEMA: the first table's of the first attempt is named by the load id
+    alone (as before a load had several)."""
+    tag = attempt_tag(attempt)
+    return f"stg_{digest(load_id + (chr(0) + table if table else '') + (chr(0) + tag if tag else ''), 24)}"
 
 
 def copy_transactional_id(load_id: str) -> str:

@@ -80,6 +80,11 @@ MIGRATIONS = [
     create index loads_recent on twophase.loads (began_at desc, load_id);
     create index loads_pipeline_recent on twophase.loads (pipeline, began_at desc, load_id);
     """,
+    # Prepare attempts are fenced: each claims the next number, and only the latest may
+    # record votes or move the load to PREPARED (0: no attempt claimed yet).
+    """
+    alter table twophase.loads add column prepare_attempt int not null default 0;
+    """,
 ]
 
 class UnknownLoad(Terminal, LookupError):
@@ -94,6 +99,21 @@ class StateConflict(Terminal):
         names = ", ".join(str(s) for s in expected)
         super().__init__(f"load {load_id} is {current}, expected one of: {names}")
         self.load_id, self.current = load_id, current
+
+
+class Superseded(StateConflict):
+    """A prepare attempt is no longer the load's latest: a later attempt claimed the load
+    (a retry started while this one still ran: a zombie Spark application), or the load
+    was decided meanwhile. Nothing this attempt staged may count."""
+
+    def __init__(self, load_id: str, attempt: int, latest: int, current: State):
+        Terminal.__init__(self, (
+            f"prepare attempt {attempt} of load {load_id} was superseded by attempt {latest} (a retry started while "
+            f"it still ran); the load is {current}. This attempt's staging is discarded and never counts")
+            if latest != attempt else (
+            f"prepare attempt {attempt} of load {load_id} is too late: the load is {current}. This attempt's "
+            "staging is discarded and never counts"))
+        self.load_id, self.current, self.attempt, self.latest = load_id, current, attempt, latest
 
 
 @dataclass(frozen=True)
@@ -117,6 +137,12 @@ class Load:
     decided_at: datetime | None
     finished_at: datetime | None
     updated_at: datetime
+    prepare_attempt: int = 0    # the latest prepare attempt claimed (0: none yet)
+
+    @property
+    def attempt(self) -> int:
+        """The prepare attempt whose staging the load's vote, commit and rollback act on."""
+        return max(1, self.prepare_attempt)
 
     @classmethod
     def from_row(cls, row: dict) -> "Load":
@@ -205,21 +231,25 @@ class TransactionLog:
         return Load.from_row(row)
 
     def transition(self, load_id: str, to: State, *, expect: Iterable[State] | None = None,
-                   reason: str | None = None) -> tuple[Load, bool]:
+                   reason: str | None = None, attempt: int | None = None) -> tuple[Load, bool]:
         """Move a load to state `to`: the only way a state changes.
 
         - already in `to`: nothing changes, returns (load, False), so retries are harmless;
         - current state not in `expect` (when given): StateConflict;
         - move not in the transition table: states.IllegalTransition;
+        - `attempt` given (a prepare attempt moving its load to PREPARED) and a later
+          attempt claimed the load: Superseded;
         - otherwise a compare-and-set on the current state, the decision when `to` is
           COMMITTING or ABORTING, the phase timestamp and a history row, in one transaction.
         """
         with self._cursor() as cur:
-            cur.execute("select state from twophase.loads where load_id = %s for update", (load_id,))
+            cur.execute("select state, prepare_attempt from twophase.loads where load_id = %s for update", (load_id,))
             row = cur.fetchone()
             if row is None:
                 raise UnknownLoad(f"no load {load_id!r} in the transaction log")
             current = State(row["state"])
+            if attempt is not None and row["prepare_attempt"] != attempt:
+                raise Superseded(load_id, attempt, row["prepare_attempt"], current)
             if current == to:
                 changed = False
             else:
@@ -244,26 +274,59 @@ class TransactionLog:
                 changed = True
         return self.get(load_id), changed
 
+    def claim_prepare(self, load_id: str) -> int:
+        """Start a prepare attempt: the load (PREPARING) gets the next attempt number, and
+        votes and errors of earlier attempts are dropped; returns the number. From now on
+        only this attempt may record votes or move the load to PREPARED (Superseded for the
+        others). Not PREPARING: StateConflict."""
+        with self._cursor() as cur:
+            cur.execute("select state from twophase.loads where load_id = %s for update", (load_id,))
+            row = cur.fetchone()
+            if row is None:
+                raise UnknownLoad(f"no load {load_id!r} in the transaction log")
+            if row["state"] != State.PREPARING.value:
+                raise StateConflict(load_id, State(row["state"]), [State.PREPARING])
+            cur.execute("update twophase.loads set prepare_attempt = prepare_attempt + 1, prepare_error = null, "
+                        "updated_at = now() where load_id = %s returning prepare_attempt", (load_id,))
+            attempt = cur.fetchone()["prepare_attempt"]
+            cur.execute("delete from twophase.votes where load_id = %s", (load_id,))
+            return attempt
+
+    def _fence(self, cur, load_id: str, attempt: int | None) -> None:
+        """Under the load's row lock: Superseded unless `attempt` (when given) is the
+        latest and the load still PREPARING."""
+        if attempt is None:
+            return
+        cur.execute("select state, prepare_attempt from twophase.loads where load_id = %s for update", (load_id,))
+        row = cur.fetchone()
+        if row is None:
+            raise UnknownLoad(f"no load {load_id!r} in the transaction log")
+        if row["prepare_attempt"] != attempt or row["state"] != State.PREPARING.value:
+            raise Superseded(load_id, attempt, row["prepare_attempt"], State(row["state"]))
+
     def set_expected(self, load_id: str, expected: dict[str, int], metrics: dict | None = None,
-                     rows: int | None = None) -> None:
+                     rows: int | None = None, attempt: int | None = None) -> None:
         """Spark's row count per target of the load, and the job's own figures (input
         lines, rejects...). `rows`: the load's row count the quality rules judge (its
-        first target's; default the largest)."""
+        first target's; default the largest). `attempt`: fenced (Superseded)."""
         rows = max(expected.values(), default=0) if rows is None else rows
         with self._cursor() as cur:
+            self._fence(cur, load_id, attempt)
             cur.execute("update twophase.loads set expected = %s, expected_rows = %s, metrics = %s, "
                         "prepare_error = null, updated_at = now() where load_id = %s",
                         (json.dumps(expected), rows, json.dumps(metrics or {}), load_id))
 
-    def record_prepare_error(self, load_id: str, error: str) -> None:
-        """Why the prepare job failed, for the vote's reason and the rollback's log."""
+    def record_prepare_error(self, load_id: str, error: str, attempt: int | None = None) -> None:
+        """Why the prepare job failed, for the vote's reason and the rollback's log; an
+        attempt's error only while it is the latest (a superseded one's is not the load's)."""
         with self._cursor() as cur:
-            cur.execute("update twophase.loads set prepare_error = %s, updated_at = now() where load_id = %s",
-                        (error[:4000], load_id))
+            cur.execute("update twophase.loads set prepare_error = %s, updated_at = now() where load_id = %s "
+                        "and (%s::int is null or prepare_attempt = %s)", (error[:4000], load_id, attempt, attempt))
 
-    def record_vote(self, load_id: str, vote: Vote) -> None:
-        """Store (or replace, on a retried prepare) a participant's vote."""
+    def record_vote(self, load_id: str, vote: Vote, attempt: int | None = None) -> None:
+        """Store (or replace) a participant's vote; `attempt`: fenced (Superseded)."""
         with self._cursor() as cur:
+            self._fence(cur, load_id, attempt)
             cur.execute(
                 """insert into twophase.votes (load_id, participant, yes, count, detail, reason, counts, summary)
                    values (%s, %s, %s, %s, %s, %s, %s, %s)

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from typing import Callable, Iterable
 
 from . import states
-from .log import MIGRATIONS, Load, StateConflict, Transition, UnknownLoad
+from .log import MIGRATIONS, Load, StateConflict, Superseded, Transition, UnknownLoad
 from .spec import LoadSpec
 from .states import DECISION_OF, TIMESTAMP_OF, State
 from .votes import Vote
@@ -63,7 +63,8 @@ class MemoryLog:
                 decision=None, reason=None, participants=_json(spec.to_log()), input=_json(spec.input),
                 expected_rows=None, expected=None, metrics={}, prepare_error=None,
                 data_interval_start=start, data_interval_end=_timestamp(interval[1]),
-                began_at=now, prepared_at=None, decided_at=None, finished_at=None, updated_at=now)
+                began_at=now, prepared_at=None, decided_at=None, finished_at=None, updated_at=now,
+                prepare_attempt=0)
             self._transitions[spec.load_id] = [Transition(None, State.PREPARING.value, None, now)]
             return self.get(spec.load_id), True
 
@@ -72,10 +73,12 @@ class MemoryLog:
             return self._load(self._row(load_id))
 
     def transition(self, load_id: str, to: State, *, expect: Iterable[State] | None = None,
-                   reason: str | None = None) -> tuple[Load, bool]:
+                   reason: str | None = None, attempt: int | None = None) -> tuple[Load, bool]:
         with self._lock:
             row = self._row(load_id)
             current = State(row["state"])
+            if attempt is not None and row["prepare_attempt"] != attempt:
+                raise Superseded(load_id, attempt, row["prepare_attempt"], current)
             if current == to:
                 changed = False
             else:
@@ -94,22 +97,41 @@ class MemoryLog:
                 changed = True
             return self.get(load_id), changed
 
+    def claim_prepare(self, load_id: str) -> int:
+        with self._lock:
+            row = self._row(load_id)
+            if row["state"] != State.PREPARING.value:
+                raise StateConflict(load_id, State(row["state"]), [State.PREPARING])
+            row.update(prepare_attempt=row["prepare_attempt"] + 1, prepare_error=None, updated_at=self._clock())
+            self._votes.pop(load_id, None)
+            return row["prepare_attempt"]
+
+    def _fence(self, load_id: str, attempt: int | None) -> None:
+        if attempt is None:
+            return
+        row = self._row(load_id)
+        if row["prepare_attempt"] != attempt or row["state"] != State.PREPARING.value:
+            raise Superseded(load_id, attempt, row["prepare_attempt"], State(row["state"]))
+
     def set_expected(self, load_id: str, expected: dict[str, int], metrics: dict | None = None,
-                     rows: int | None = None) -> None:
+                     rows: int | None = None, attempt: int | None = None) -> None:
         rows = max(expected.values(), default=0) if rows is None else rows
         with self._lock:
+            self._fence(load_id, attempt)
             for row in self._rows(load_id):
                 row.update(expected=_json(expected), expected_rows=rows,
                            metrics=_json(metrics or {}), prepare_error=None, updated_at=self._clock())
 
-    def record_prepare_error(self, load_id: str, error: str) -> None:
+    def record_prepare_error(self, load_id: str, error: str, attempt: int | None = None) -> None:
         with self._lock:
             for row in self._rows(load_id):
-                row.update(prepare_error=error[:4000], updated_at=self._clock())
+                if attempt is None or row["prepare_attempt"] == attempt:
+                    row.update(prepare_error=error[:4000], updated_at=self._clock())
 
-    def record_vote(self, load_id: str, vote: Vote) -> None:
+    def record_vote(self, load_id: str, vote: Vote, attempt: int | None = None) -> None:
         with self._lock:
             self._row(load_id)  # the votes table references loads
+            self._fence(load_id, attempt)
             self._votes.setdefault(load_id, {})[vote.participant] = _json(vote.to_json())
 
     def votes(self, load_id: str) -> dict[str, Vote]:

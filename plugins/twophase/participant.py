@@ -9,6 +9,7 @@ same hooks and never looks inside their data:
     driver      stage(frames)             make staging; returns writers for the executors
     executors   PartitionWriter           open(partition, attempt) / write(batch)* / close()
     driver      prepare(marks, reports)   make the staged data ready to commit; vote
+    driver      discard()                 a superseded prepare attempt drops its own staging
     vote task   check(vote)               live check right before the decision
     phase 2     commit(vote) | abort(vote or None), then clean_up(vote)
     any time    visible(load_ids)         what real readers see of the loads (verify, tests)
@@ -20,6 +21,11 @@ Rules every implementation keeps (the contract suite, tests/contract, checks the
   hook may run on a fresh instance built from the same description, in another process,
   hours later: commit and abort find what they need in the vote (`committable`) or in
   names derived from the load id.
+- Staging is per prepare attempt (`attempt`, 1, 2... as the log hands them out): two
+  attempts of one load may run at once (a retry while a zombie Spark application of the
+  first still runs), and neither may touch what the other staged. A later attempt may
+  discard what earlier ones left; commit and abort act on the attempt that voted (the
+  load's) and may discard earlier ones; `discard` drops only its own attempt's.
 - Every hook is idempotent. A repeated commit returns ALREADY_DONE, a repeated abort
   DONE or ALREADY_DONE, never a second effect.
 - Nothing is visible to readers before commit; after abort nothing of the load ever is.
@@ -112,6 +118,7 @@ class Participant(ABC):
 
     name: str            # unique in the load: the key of its vote in the log
     load_id: str
+    attempt: int = 1     # the prepare attempt whose staging it acts on (constructor's `attempt`)
     targets: tuple[str, ...]  # the names of the targets it writes
     endpoint: str        # the server it talks to (a DSN may hold a password: never log it)
 
@@ -135,6 +142,14 @@ class Participant(ABC):
         close() reports, each with its `part` and `attempt`; `expected`: per target, the
         rows Spark computed. Votes no (never raises) when what was staged is not exactly
         the expected rows; raises on a failure to prepare."""
+
+    def discard(self) -> str:
+        """Driver, in a prepare attempt the log superseded (a later attempt claimed the load,
+        or the load was decided): drop what this attempt staged and prepared, touching
+        neither other attempts' staging nor the load's outcome. '' when done, else what was
+        left for the latest attempt or the sweep. Never raises. The default has nothing of
+        its own to drop (staging that only the vote's names can promote)."""
+        return ""
 
     def check(self, vote: Vote) -> str:
         """Live check just before the decision: '' when the vote still holds, else why not

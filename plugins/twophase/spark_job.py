@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import coordinator
-from .errors import servers
+from .errors import root_cause, servers
 from .log import TransactionLog
 from .spec import Connections, LoadSpec
 from .states import State
@@ -70,18 +70,21 @@ def run(build: Callable[[object, LoadSpec], Output], argv: list[str] | None = No
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     try:
         started = time.monotonic()
-        output = build(spark, load.spec())
+        try:
+            output = build(spark, load.spec())
+        except Exception as exc:
+            # The root cause while the JVM is still up (a Py4JJavaError's text comes from it).
+            coordinator.record_prepare_error(txlog, load.load_id, exc)
+            raise
         log.info("job metrics: %s", output.metrics)
-        votes = coordinator.prepare(txlog, conns, load.load_id, output.df, output.metrics)
+        votes = coordinator.prepare(txlog, conns, load.load_id, output.df, output.metrics)  # logs its own errors
         for vote in votes.values():
             log.info("%s voted %s: %s%s", vote.participant, "yes" if vote.yes else "no", vote.summary or vote.count,
                      f" ({vote.reason})" if vote.reason else "")
         log.info("prepare finished in %.1f s; the load is PREPARED and waits for the vote",
                  time.monotonic() - started)
     except Exception as exc:
-        # The root cause while the JVM is still up (a Py4JJavaError's text comes from it).
-        cause = coordinator.record_prepare_error(txlog, load.load_id, exc)
-        log.error("prepare failed: %s (the whole error follows)", cause)
+        log.error("prepare failed: %s (the whole error follows)", root_cause(exc))
         raise
     finally:
         spark.stop()

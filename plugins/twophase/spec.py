@@ -177,11 +177,12 @@ class Connections:
         defaults = [a for a in [self._defaults().get(kind)] if a]
         return [*defaults, *(address for k, address in self.named.values() if k == kind and address not in defaults)]
 
-    def participants(self, spec: LoadSpec) -> list:
-        """The load's participants on these servers (twophase.participant.Participant)."""
+    def participants(self, spec: LoadSpec, attempt: int = 1) -> list:
+        """The load's participants on these servers (twophase.participant.Participant),
+        acting on prepare attempt `attempt`'s staging (a load's: Load.attempt)."""
         from .participants import participants_of
 
-        return participants_of(spec, self)
+        return participants_of(spec, self, attempt)
 
     def sweep(self, state_of) -> list:
         """Every kind's orphans on these servers, discarded (recovery); [Swept]."""

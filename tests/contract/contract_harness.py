@@ -81,8 +81,9 @@ class Harness(ABC):
         return lid
 
     @abstractmethod
-    def participant(self, load_id: str) -> Participant:
-        """A fresh instance for the load, as a later step in another process builds it."""
+    def participant(self, load_id: str, attempt: int = 1) -> Participant:
+        """A fresh instance for the load (acting on prepare attempt `attempt`'s staging),
+        as a later step in another process builds it."""
 
     @property
     @abstractmethod
@@ -143,8 +144,8 @@ class MemoryHarness(Harness):
     def endpoint(self) -> str:
         return self.store.endpoint
 
-    def participant(self, load_id: str) -> MemoryParticipant:
-        return MemoryParticipant(self.store, load_id, self.TARGETS, name=self.NAME)
+    def participant(self, load_id: str, attempt: int = 1) -> MemoryParticipant:
+        return MemoryParticipant(self.store, load_id, self.TARGETS, name=self.NAME, attempt=attempt)
 
     def stage(self, p, rows=ROWS, attempts=None) -> Staged:
         frame = LocalFrame.of_rows([{"customer_id": f"c{i:06d}", "orders": i % 7 + 1} for i in range(rows)],
@@ -162,7 +163,7 @@ class MemoryHarness(Harness):
         with self.store.lock:
             found = [f"{n} rows staged in {t} part {part} attempt {a}"
                      for (lid, t, part, a), rows in self.store.staged.items() if lid == load_id and (n := len(rows))]
-            if (self.NAME, load_id) in self.store.prepared:
+            if self.store.is_prepared(self.NAME, load_id):
                 found.append("prepared data")
         return found
 
@@ -224,8 +225,8 @@ class PostgresHarness(SparkHarness):
     def endpoint(self) -> str:
         return self.dsn
 
-    def participant(self, load_id):
-        return self.participant_class(self.dsn, self.targets, load_id)
+    def participant(self, load_id, attempt=1):
+        return self.participant_class(self.dsn, self.targets, load_id, attempt=attempt)
 
     def seen(self, load_id):
         from support import count_table_rows
@@ -308,8 +309,8 @@ class KafkaHarness(SparkHarness):
     def endpoint(self) -> str:
         return self.bootstrap
 
-    def participant(self, load_id):
-        return self.participant_class(self.bootstrap, self.targets, load_id)
+    def participant(self, load_id, attempt=1):
+        return self.participant_class(self.bootstrap, self.targets, load_id, attempt=attempt)
 
     def seen(self, load_id):
         """Records with header load_id, read by a read_committed consumer of each topic."""
@@ -372,8 +373,9 @@ class IcebergHarness(SparkHarness):
     def endpoint(self) -> str:
         return self.catalog
 
-    def participant(self, load_id):
-        return self.participant_class(self.catalog, self.targets, load_id, name=f"iceberg:{self.targets[0].table}")
+    def participant(self, load_id, attempt=1):
+        return self.participant_class(self.catalog, self.targets, load_id, name=f"iceberg:{self.targets[0].table}",
+                                      attempt=attempt)
 
     def seen(self, load_id):
         """Rows with the load's id in the table's current snapshot, scanned by pyiceberg."""

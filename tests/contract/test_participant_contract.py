@@ -183,6 +183,54 @@ def test_a_retried_staging_attempt_leaves_no_duplicate(harness, first_attempt):
     assert visible(h, lid) == everything
 
 
+# 5b ------------------------------------------------------------------------------------------
+
+
+RETRY_ROWS = ROWS - 7  # the retry's rows differ in number: what readers see tells which attempt committed
+
+
+@pytest.mark.parametrize("zombie", ["prepared before the retry staged", "staged while the retry staged",
+                                    "staged and prepared after the commit, then died"])
+def test_two_prepare_attempts_at_once_only_the_voted_one_commits(harness, zombie):
+    """Airflow retried the prepare task while the first attempt's Spark application (a
+    zombie: its submitting process died) still ran. The retry (attempt 2) votes and
+    commits; the zombie (attempt 1) stages under names of its own, and what it staged or
+    prepared never counts: it discards it when the log fences it, or, dead, the latest
+    attempt's hooks or the sweep do."""
+    h = harness
+    lid = h.load_id()
+    first = h.participant(lid, attempt=1)
+    if zombie == "prepared before the retry staged":
+        h.prepare(first, h.stage(first))
+    retry = h.participant(lid, attempt=2)
+    staged = h.stage(retry, RETRY_ROWS)
+    if zombie == "staged while the retry staged":
+        h.stage(first)  # its records, files or rows land between the retry's staging and its prepare
+    vote = h.prepare(h.participant(lid, attempt=2), staged)
+    assert vote.yes, vote.reason
+    assert vote.counts == h.all_rows(retry, RETRY_ROWS)
+    if zombie != "staged and prepared after the commit, then died":
+        assert h.participant(lid, attempt=1).discard() == ""  # fenced by the log: it drops its own
+    assert_nothing_visible(h, lid)
+
+    assert h.participant(lid, attempt=2).check(vote) == ""
+    assert h.participant(lid, attempt=2).commit(vote).kind == Kind.DONE
+    assert h.participant(lid, attempt=2).clean_up(vote) == ""
+    retried = h.all_rows(retry, RETRY_ROWS)
+    assert h.seen(lid) == retried and visible(h, lid) == retried
+    assert h.leftovers(lid) == []
+
+    if zombie == "staged and prepared after the commit, then died":
+        late = h.participant(lid, attempt=1)
+        try:
+            h.prepare(late, h.stage(late))
+        except Exception:  # noqa: BLE001 - a kind may refuse outright (the load is committed there)
+            pass
+        h.sweep(lambda load_ids: {x: State.COMMITTED if x == lid else State.PREPARED for x in load_ids})
+        assert h.leftovers(lid) == [], "the sweep left the dead zombie's staging"
+    assert h.seen(lid) == retried and visible(h, lid) == retried
+
+
 # 6 -------------------------------------------------------------------------------------------
 
 

@@ -1,9 +1,10 @@
 """Runs one load through the coordinator in its own process, for the crash tests.
 
-usage: crash_driver.py MANY_JSON RUN_ID ROWS MIN_ROWS
+usage: crash_driver.py MANY_JSON RUN_ID ROWS MIN_ROWS [prepare-only]
 MANY_JSON: the targets of the `many` fixture (support.many_spec: three tables over two
 databases, two topics, an Iceberg table). A failpoint (TWOPHASE_FAILPOINT) kills this process, or
-a Spark worker, part-way.
+a Spark worker, part-way (or pauses it: TWOPHASE_FAILPOINT_WAIT). `prepare-only`: begin and
+prepare, as the prepare task does, then exit.
 """
 
 import json
@@ -28,6 +29,9 @@ log = TransactionLog(conns.pg_dsn)
 spec = many_spec(many, run_id)
 coordinator.begin(log, spec)
 coordinator.prepare(log, conns, spec.load_id, many_frames(spark, rows))
+if sys.argv[5:] == ["prepare-only"]:
+    print(f"prepared: state {log.get(spec.load_id).state}")
+    sys.exit(0)
 decided = coordinator.vote(log, conns, spec.load_id, rules=[MinRows(min_rows)])
 if decided.state == State.COMMITTING:
     coordinator.commit(log, conns, spec.load_id)

@@ -16,7 +16,7 @@ import pytest
 from twophase import coordinator, failpoints
 from twophase.coordinator import AlreadyCommitted, IntervalBusy, LoadAborted, ProtocolViolation, RetryLater
 from twophase.ids import load_id_for
-from twophase.log import StateConflict
+from twophase.log import StateConflict, Superseded
 from twophase.memory_log import MemoryLog
 from twophase.outcome import Kind
 from twophase.participants.memory import (Crashed, Faults, LocalFrame, LocalStage, MemoryParticipant,
@@ -39,9 +39,10 @@ class Conns:
         self.store, self.layout, self.faults = store, layout or LAYOUT, faults
         self.built = 0
 
-    def participants(self, spec: LoadSpec) -> list[MemoryParticipant]:
+    def participants(self, spec: LoadSpec, attempt: int = 1) -> list[MemoryParticipant]:
         self.built += 1
-        return [MemoryParticipant(self.store, spec.load_id, targets, name, may_fail, self.faults.get(name))
+        return [MemoryParticipant(self.store, spec.load_id, targets, name, may_fail, self.faults.get(name),
+                                  attempt=attempt)
                 for name, (targets, may_fail) in self.layout.items()]
 
     def healed(self) -> "Conns":
@@ -222,7 +223,7 @@ def test_a_failed_prepare_aborts_the_load_quoting_its_root_cause(log, store, cas
     faults, reason = PREPARE_FAILURES[case]
     conns, spec = Conns(store, tables=faults), make_spec()
     if faults is None:
-        conns.participants = lambda s: [MemoryParticipant(store, s.load_id, (ORDERS,), "tables",
+        conns.participants = lambda s, attempt=1: [MemoryParticipant(store, s.load_id, (ORDERS,), "tables",
                                                           columns=["customer_id", "day"])]
     coordinator.begin(log, spec)
     with pytest.raises(Exception):
@@ -430,6 +431,115 @@ def test_a_writer_failing_once_is_retried_like_a_spark_task(log, store):
     run_load(log, conns, spec, stage=stage)
     assert log.get(spec.load_id).state == State.COMMITTED and visible(conns, spec.load_id) == ALL
     assert sum(a[2] != "ok" for a in stage.attempts) == 1
+
+
+# -- prepare attempts: a zombie never counts -------------------------------------------------------
+# Airflow retries the prepare task while the first attempt's Spark application still runs (its
+# submitting process died): two attempts of one load at once. The second one's rows differ here,
+# so what readers see tells which attempt committed.
+
+RETRY_ROWS = [{"customer_id": f"r{i % 3}", "amount": 1000 + i} for i in range(11)]
+
+
+def retry_frame() -> LocalFrame:
+    return LocalFrame.of_rows(RETRY_ROWS, partitions=2, batch_rows=4)
+
+
+class FencedLog:
+    """The log as one attempt sees it: `before(method)` runs just before that method's first call."""
+
+    def __init__(self, log, method: str, before):
+        self._log, self._method, self._before = log, method, before
+
+    def __getattr__(self, name):
+        real = getattr(self._log, name)
+        if name != self._method or self._before is None:
+            return real
+
+        def call(*args, **kwargs):
+            before, self._before = self._before, None
+            before()
+            return real(*args, **kwargs)
+        return call
+
+
+class StageThen:
+    """A staging pass after which `then()` runs (another attempt, recovery...)."""
+
+    def __init__(self, then):
+        self.then = then
+
+    def __call__(self, frames, stagings):
+        staged = LocalStage()(frames, stagings)
+        self.then()
+        return staged
+
+
+def second_attempt(log, conns, spec):
+    return lambda: coordinator.prepare(log, conns, spec.load_id, retry_frame(), stage=LocalStage())
+
+
+@pytest.mark.parametrize("when", ["during its staging pass", "after it prepared, before its votes are logged",
+                                  "after its votes, before PREPARED"])
+def test_a_superseded_prepare_attempt_never_counts_and_discards_what_it_prepared(log, store, when):
+    conns, spec = Conns(store), make_spec()
+    coordinator.begin(log, spec)
+    retry = second_attempt(log, conns, spec)
+    first_log, stage = log, LocalStage()
+    if when == "during its staging pass":
+        stage = StageThen(retry)
+    elif when.startswith("after it prepared"):
+        first_log = FencedLog(log, "record_vote", retry)
+    else:
+        first_log = FencedLog(log, "transition", retry)
+    with pytest.raises(Superseded, match="prepare attempt 1 of load .* was superseded by attempt 2"):
+        coordinator.prepare(first_log, conns, spec.load_id, frame(), stage=stage)
+    load = log.get(spec.load_id)
+    assert (load.state, load.prepare_attempt, load.prepare_error) == (State.PREPARED, 2, None)
+    assert {v.count for v in log.votes(spec.load_id).values()} == {len(RETRY_ROWS), 2 * len(RETRY_ROWS)}
+    assert not [k for k in store.prepared if k[2] == 1], "the superseded attempt's prepared data is left"
+    assert coordinator.vote(log, conns, spec.load_id).state == State.COMMITTING
+    coordinator.commit(log, conns, spec.load_id)
+    assert visible(conns, spec.load_id) == {ORDERS: 11, DAILY: 11, TOPIC: 11}
+    assert sorted(r["amount"] for r in store.committed[("tables", spec.load_id)][ORDERS]) == list(range(1000, 1011))
+    assert_nothing_left(store, spec.load_id)
+
+
+def test_a_prepare_attempt_finding_its_load_decided_meanwhile_discards_what_it_prepared(log, store):
+    conns, spec = Conns(store), make_spec()
+    coordinator.begin(log, spec)
+    presume_abort = lambda: coordinator.rollback(log, conns, spec.load_id, reason="presumed abort (test)")  # noqa: E731
+    with pytest.raises(StateConflict, match="is ABORT"):
+        coordinator.prepare(FencedLog(log, "record_vote", presume_abort), conns, spec.load_id, frame(),
+                            stage=LocalStage())
+    assert log.get(spec.load_id).state == State.ABORTED
+    assert not [k for k in store.prepared if k[1] == spec.load_id]
+    assert visible(conns, spec.load_id) == NOTHING
+
+
+def test_a_superseded_attempt_failing_later_does_not_overwrite_the_latest_attempts_error(log, store):
+    spec = make_spec()
+    coordinator.begin(log, spec)
+    first, second = log.claim_prepare(spec.load_id), log.claim_prepare(spec.load_id)
+    assert (first, second) == (1, 2)
+    log.record_prepare_error(spec.load_id, "the zombie's error", attempt=1)
+    assert log.get(spec.load_id).prepare_error is None
+    log.record_prepare_error(spec.load_id, "the latest attempt's error", attempt=2)
+    assert log.get(spec.load_id).prepare_error == "the latest attempt's error"
+    log.claim_prepare(spec.load_id)
+    assert log.get(spec.load_id).prepare_error is None, "a new attempt starts without the last one's error"
+
+
+def test_no_attempt_can_be_claimed_once_the_load_is_prepared_or_decided(log, store):
+    conns, spec = Conns(store), make_spec()
+    prepare_and_vote(log, conns, spec)
+    with pytest.raises(StateConflict, match="is COMMITTING"):
+        log.claim_prepare(spec.load_id)
+    with pytest.raises(StateConflict, match="is COMMITTING"):
+        coordinator.prepare(log, conns, spec.load_id, retry_frame(), stage=LocalStage())
+    assert log.get(spec.load_id).prepare_attempt == 1
+    coordinator.commit(log, conns, spec.load_id)
+    assert visible(conns, spec.load_id) == ALL
 
 
 # -- begin ----------------------------------------------------------------------------------------

@@ -33,3 +33,17 @@ def test_bad_pipeline_names_are_refused(pipeline):
 def test_empty_run_id_is_refused():
     with pytest.raises(ValueError, match="run id"):
         ids.load_id_for("p", "")
+
+
+def test_names_of_a_prepare_attempt_are_its_own_and_the_first_keeps_the_old_names():
+    load_id = ids.load_id_for("orders_daily_totals", "scheduled__2026-11-20T00:00:00+00:00")
+    assert ids.attempt_tag(1) == "" and ids.attempt_tag(2) == "a2"
+    assert ids.pg_gid(load_id, "postgres", 1) == ids.pg_gid(load_id) == f"twophase:{load_id}"
+    gids = {ids.pg_gid(load_id, name, attempt) for name in ("postgres", "postgres@reporting") for attempt in (1, 2, 3)}
+    assert len(gids) == 6 and {ids.load_id_of_gid(g) for g in gids} == {load_id}
+    assert all(len(g.encode()) < 200 for g in gids)
+    tables = {ids.staging_table(load_id, table, attempt) for table in ("", "t2") for attempt in (1, 2)}
+    assert len(tables) == 4 and ids.staging_table(load_id, "", 1) == ids.staging_table(load_id)
+    for wrong in (0, -1, "2", None):
+        with pytest.raises(ValueError, match="prepare attempt"):
+            ids.attempt_tag(wrong)

@@ -33,16 +33,16 @@ def participant_name(kind: str, connection: str, group: str = "") -> str:
     return (f"{kind}@{connection}" if connection else kind) + (f":{group}" if group else "")
 
 
-def participants_of(spec: LoadSpec, conns: Connections) -> list[Participant]:
-    """The load's participants, in the order its targets first name them (which is the
-    order they stage in: describe a table before a topic, and a missing table is found
-    before any topic is created)."""
+def participants_of(spec: LoadSpec, conns: Connections, attempt: int = 1) -> list[Participant]:
+    """The load's participants, acting on prepare attempt `attempt`'s staging, in the
+    order its targets first name them (which is the order they stage in: describe a table
+    before a topic, and a missing table is found before any topic is created)."""
     kinds = _kinds()
     groups: dict[tuple[str, str, str], list] = {}
     for target in spec.targets:
         groups.setdefault((target.kind, target.connection, kinds[target.kind].group_of(target)), []).append(target)
     return [kinds[kind](conns.address(kind, connection), targets, spec.load_id,
-                        participant_name(kind, connection, group))
+                        participant_name(kind, connection, group), attempt)
             for (kind, connection, group), targets in groups.items()]
 
 

@@ -96,7 +96,7 @@ class MemoryStore:
     """The in-memory "server" participants and writers share (process-local).
 
     staged    {(load_id, target, part, attempt): [row dict, ...]}  every attempt's rows
-    prepared  {(participant, load_id): {target: [row, ...]}}        ready, invisible
+    prepared  {(participant, load_id, attempt): {target: [row]}}   ready, invisible (per prepare attempt)
     committed {(participant, load_id): {target: [row, ...]}}        visible to readers
     aborted   {(participant, load_id)}                             abort done here
     events    [(hook, participant, load_id)]                       every effect, in order
@@ -105,7 +105,7 @@ class MemoryStore:
     def __init__(self):
         self.endpoint = f"memory://{uuid.uuid4().hex[:12]}"
         self.staged: dict[tuple[str, str, int, str], list[dict]] = {}
-        self.prepared: dict[tuple[str, str], dict[str, list[dict]]] = {}
+        self.prepared: dict[tuple[str, str, int], dict[str, list[dict]]] = {}
         self.committed: dict[tuple[str, str], dict[str, list[dict]]] = {}
         self.aborted: set[tuple[str, str]] = set()
         self.events: list[tuple[str, str, str]] = []
@@ -123,7 +123,15 @@ class MemoryStore:
     def lose(self, participant: str, load_id: str) -> bool:
         """Drop a prepared load outside the protocol (an operator's ROLLBACK PREPARED)."""
         with self.lock:
-            return self.prepared.pop((participant, load_id), None) is not None
+            keys = [k for k in self.prepared if k[:2] == (participant, load_id)]
+            for key in keys:
+                del self.prepared[key]
+            return bool(keys)
+
+    def is_prepared(self, participant: str, load_id: str) -> bool:
+        """True if any prepare attempt of the load has prepared data here."""
+        with self.lock:
+            return any(k[:2] == (participant, load_id) for k in self.prepared)
 
     def order(self, hook: str, load_id: str) -> list[str]:
         """The participants whose `hook` acted on the load, in the order they did."""
@@ -187,12 +195,12 @@ class MemoryParticipant(Participant):
 
     def __init__(self, store: MemoryStore, load_id: str, targets: Iterable[str] = ("memory.rows",),
                  name: str = KIND, commit_may_fail: bool = False, faults: Faults | None = None,
-                 columns: list[str] | None = None):
+                 columns: list[str] | None = None, attempt: int = 1):
         """`name`: its key in the load (votes, store). `targets`: the names it writes.
         `commit_may_fail`: this instance commits first (as a Kafka copy does). `faults`:
         what it does wrong (Faults). `columns`: the columns its targets take (stage refuses
         a frame without them; None: every column of the frame)."""
-        self.store, self.load_id, self.name = store, load_id, name
+        self.store, self.load_id, self.name, self.attempt = store, load_id, name, attempt
         self.targets = tuple(targets)
         self.commit_may_fail = commit_may_fail
         self.faults = faults or Faults()
@@ -203,18 +211,30 @@ class MemoryParticipant(Participant):
     def _key(self) -> tuple[str, str]:
         return (self.name, self.load_id)
 
+    @property
+    def _ready(self) -> tuple[str, str, int]:
+        """This prepare attempt's key in `prepared`."""
+        return (self.name, self.load_id, self.attempt)
+
+    def _drop_prepared(self, upto: int | None = None) -> dict | None:
+        """Drop the load's prepared data of attempts up to `upto` (all: None); this
+        attempt's, if it had any."""
+        mine = self.store.prepared.get(self._ready)
+        for key in [k for k in self.store.prepared if k[:2] == self._key and (upto is None or k[2] <= upto)]:
+            del self.store.prepared[key]
+        return mine
+
     def stage(self, frames: Mapping[str, list[str]] | None = None) -> Staging:
         """Refuse a main frame ('') without this participant's columns (SpecError, nothing
-        written); discard what an earlier attempt of this load staged or prepared here."""
+        written); discard what earlier prepare attempts of this load prepared here (staged
+        rows are keyed by Spark task attempt: prepare takes only the reported ones)."""
         _fault(self, "stage")
         columns = None if frames is None else frames.get("", [])
         missing = [c for c in self.columns or () if columns is not None and c not in columns]
         if missing:
             raise SpecError(f"the DataFrame lacks columns {self.name} needs: {missing}; it has {columns}")
         with self.store.lock:
-            for key in [k for k in self.store.staged if k[0] == self.load_id and k[1] in self.targets]:
-                del self.store.staged[key]
-            self.store.prepared.pop(self._key, None)
+            self._drop_prepared(upto=self.attempt)
         _fault(self, "stage", after=True)
         writers = {t: MemoryWriter(self.endpoint, self.name, self.load_id, t, self.columns, self.faults)
                    for t in self.targets}
@@ -237,7 +257,7 @@ class MemoryParticipant(Participant):
                 ready[target] = rows
                 if len(rows) != expected.get(target):
                     reasons.append(f"{target}: prepared {len(rows)} rows but Spark staged {expected.get(target)}")
-            self.store.prepared[self._key] = ready
+            self.store.prepared[self._ready] = ready
             self.store.events.append(("prepare", self.name, self.load_id))
         _fault(self, "prepare", after=True)
         if self.faults.vote_no:
@@ -251,7 +271,7 @@ class MemoryParticipant(Participant):
     def check(self, vote: Vote) -> str:
         if (problem := _fault(self, "check")):
             return problem
-        problem = "" if self._key in self.store.prepared else (
+        problem = "" if self._ready in self.store.prepared else (
             f"the prepared data of {self.name} for load {self.load_id} no longer exists")
         _fault(self, "check", after=True)
         return problem
@@ -269,11 +289,11 @@ class MemoryParticipant(Participant):
             elif self._key in self.store.aborted:
                 outcome = Outcome(self.name, Kind.FAILED, f"load {self.load_id} was aborted in {self.name}; "
                                   "it cannot be committed")
-            elif self._key not in self.store.prepared:
+            elif self._ready not in self.store.prepared:
                 outcome = Outcome(self.name, Kind.FAILED, f"the prepared data of {self.name} for load "
                                   f"{self.load_id} no longer exists and was not committed: it is lost")
             else:
-                self.store.committed[self._key] = self.store.prepared.pop(self._key)
+                self.store.committed[self._key] = self._drop_prepared()
                 self.store.events.append(("commit", self.name, self.load_id))
                 outcome = Outcome(self.name, Kind.DONE, counts=self._counts(self.store.committed))
         _fault(self, "commit", after=True)
@@ -289,7 +309,7 @@ class MemoryParticipant(Participant):
                 outcome = Outcome(self.name, Kind.FAILED, f"load {self.load_id} is already committed in "
                                   f"{self.name}; it cannot be rolled back")
             else:
-                prepared = self.store.prepared.pop(self._key, None)
+                prepared = self._drop_prepared()
                 staged = self._drop_staged()
                 first = self._key not in self.store.aborted
                 self.store.aborted.add(self._key)
@@ -300,6 +320,12 @@ class MemoryParticipant(Participant):
                 outcome = Outcome(self.name, kind, counts=counts)
         _fault(self, "abort", after=True)
         return outcome
+
+    def discard(self) -> str:
+        """A superseded attempt: drop its own prepared data only."""
+        with self.store.lock:
+            self.store.prepared.pop(self._ready, None)
+        return ""
 
     def clean_up(self, vote: Vote) -> str:
         if (left := _fault(self, "clean_up")):
@@ -316,16 +342,17 @@ class MemoryParticipant(Participant):
 
     @classmethod
     def sweep(cls, endpoint: str, state_of: Callable[[set[str]], Mapping[str, Any]]) -> list[Swept]:
-        """Prepared data of loads unknown or ABORTED is discarded; staged rows of loads
-        unknown or ended are dropped (a VIOLATED load's prepared data is left for the operator)."""
+        """Prepared data of loads unknown, ABORTED or COMMITTED (a superseded attempt's) is
+        discarded; staged rows of loads unknown or ended are dropped (a VIOLATED load's
+        prepared data is left for the operator)."""
         store = MemoryStore.at(endpoint)
         with store.lock:
-            load_ids = {k[0] for k in store.staged} | {lid for _, lid in store.prepared}
+            load_ids = {k[0] for k in store.staged} | {lid for _, lid, _ in store.prepared}
             states = state_of(load_ids)
             swept = []
-            for (name, lid) in list(store.prepared):
-                if states.get(lid) in (None, State.ABORTED):
-                    del store.prepared[(name, lid)]
+            for (name, lid, attempt) in list(store.prepared):
+                if states.get(lid) in (None, State.ABORTED, State.COMMITTED):
+                    del store.prepared[(name, lid, attempt)]
                     swept.append(Swept(lid, "orphan prepared data discarded", f"{name}; load {states.get(lid)}"))
             for lid in sorted({k[0] for k in store.staged}):
                 if states.get(lid) is None or states[lid] in TERMINAL:

@@ -19,10 +19,12 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from ... import ids
 from ...errors import SpecError, Terminal
 from .target import IcebergTarget
 
 LOAD_PROPERTY = "twophase.load_id"  # in the summary of each snapshot a load commits
+ATTEMPT_PROPERTY = "twophase.attempt"  # ... and the prepare attempt whose files it added
 STAGING_DIR = "data/twophase"
 
 
@@ -123,8 +125,11 @@ def committed_by(table, load_id: str) -> list:
             and s.summary.additional_properties.get(LOAD_PROPERTY) == load_id]
 
 
-def staging_dir(table, load_id: str) -> str:
-    return f"{table.location().rstrip('/')}/{STAGING_DIR}/{load_id}"
+def staging_dir(table, load_id: str, attempt: int = 1) -> str:
+    """The directory a prepare attempt of the load stages in: `<load id>` for the first
+    (as before attempts were fenced), `<load id>+a<n>` for attempt n."""
+    tag = ids.attempt_tag(attempt)
+    return f"{table.location().rstrip('/')}/{STAGING_DIR}/{load_id}" + (f"+{tag}" if tag else "")
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
@@ -167,8 +172,20 @@ def delete_dir(directory: str) -> int:
     return len(files)
 
 
-def staging_dirs(table) -> list[str]:
-    """The load ids that have a staging directory in the table's location."""
+def staging_dirs(table) -> dict[str, list[int]]:
+    """{load id: its prepare attempts} that have a staging directory in the table's location."""
     fs, path = filesystem(f"{table.location().rstrip('/')}/{STAGING_DIR}")
     infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True, recursive=False))
-    return [i.base_name for i in infos if i.type == pafs.FileType.Directory]
+    found: dict[str, list[int]] = {}
+    for info in infos:
+        if info.type == pafs.FileType.Directory:
+            load_id, _, tag = info.base_name.partition("+")
+            found.setdefault(load_id, []).append(int(tag[1:]) if tag[1:].isdigit() else 1)
+    return found
+
+
+def committed_attempt(snapshots: list) -> int:
+    """The prepare attempt whose files the load's snapshots added (1 before attempts were
+    recorded in them)."""
+    tags = [s.summary.additional_properties.get(ATTEMPT_PROPERTY) for s in snapshots]
+    return next((int(t) for t in tags if t and t.isdigit()), 1)

@@ -10,8 +10,9 @@ from ...errors import ServerUnreachable, SpecError, Terminal, one_line, root_cau
 from ...outcome import Kind, Outcome
 from ...participant import Participant, Staging, Swept
 from ...votes import Vote
-from .catalog import (LOAD_PROPERTY, arrow_schema, catalog_of, committed_by, delete_dir, delete_files, describe,
-                      load_table, partition_columns, staged_files, staging_dir, staging_dirs)
+from .catalog import (ATTEMPT_PROPERTY, LOAD_PROPERTY, arrow_schema, catalog_of, committed_attempt, committed_by,
+                      delete_dir, delete_files, describe, load_table, partition_columns, staged_files, staging_dir,
+                      staging_dirs)
 from .target import IcebergTarget
 from .writer import IcebergWriter
 
@@ -32,9 +33,9 @@ class IcebergParticipant(Participant):
     # changed its schema after the vote: after a Kafka copy, which can time out by itself.
     commit_risk = 1
 
-    def __init__(self, catalog: str, targets, load_id: str, name: str = NAME):
+    def __init__(self, catalog: str, targets, load_id: str, name: str = NAME, attempt: int = 1):
         self.catalog_address = self.endpoint = catalog
-        self.load_id, self.name = load_id, name
+        self.load_id, self.name, self.attempt = load_id, name, attempt
         tables = [targets] if isinstance(targets, IcebergTarget) else list(targets)
         if len(tables) != 1:
             raise SpecError(f"an Iceberg participant commits one table, not {len(tables)}")
@@ -83,8 +84,9 @@ class IcebergParticipant(Participant):
         partitions = partition_columns(table)
         if committed_by(table, self.load_id):
             raise Terminal(f"load {self.load_id} is already committed to iceberg table {target.table}")
-        directory = staging_dir(table, self.load_id)
-        delete_dir(directory)  # an earlier attempt's files (a retried prepare)
+        directory = staging_dir(table, self.load_id, self.attempt)
+        self._delete_earlier(table)  # a retried prepare: what earlier attempts (perhaps a zombie) staged
+        delete_dir(directory)
         writer = IcebergWriter(directory, schema.serialize().to_pybytes(), partitions, self.load_id, target.name)
         return Staging({target.name: writer}, {"directory": directory}, {target.name: target.frame})
 
@@ -174,7 +176,7 @@ class IcebergParticipant(Participant):
     def _commit(self, table, vote: Vote) -> None:
         from pyiceberg.expressions import AlwaysTrue, And, EqualTo
 
-        properties = {LOAD_PROPERTY: self.load_id}
+        properties = {LOAD_PROPERTY: self.load_id, ATTEMPT_PROPERTY: str(self.attempt)}
         with table.transaction() as tx:
             if self.target.mode == "replace":
                 where = AlwaysTrue()
@@ -208,6 +210,9 @@ class IcebergParticipant(Participant):
             kept = set(vote.committable["files"])
             stray = [uri for uri in staged_files(vote.committable["directory"]) if uri not in kept]
             delete_files(stray)
+            table = self._table()
+            if table is not None:
+                self._delete_earlier(table)
         except Exception as exc:  # noqa: BLE001 - the load is committed; the sweep may retry
             return one_line(f"stray staged files of iceberg table {self.target.table} left: {root_cause(exc)}")
         return ""
@@ -224,7 +229,8 @@ class IcebergParticipant(Participant):
             if committed_by(table, self.load_id):
                 return Outcome(self.name, Kind.FAILED, f"the load is already committed to iceberg table "
                                f"{self.target.table}; it cannot be rolled back")
-            directory = staging_dir(table, self.load_id)
+            directory = staging_dir(table, self.load_id, self.attempt)
+            self._delete_earlier(table)
         if directory is None:  # no table, no vote: nothing was ever staged
             return Outcome(self.name, Kind.ALREADY_DONE, counts={"staged_files_deleted": 0})
         on_disk = staged_files(directory)
@@ -237,6 +243,23 @@ class IcebergParticipant(Participant):
         if vote is not None:
             counts["staged_rows_discarded"] = vote.count
         return Outcome(self.name, Kind.ALREADY_DONE if marked and not data else Kind.DONE, counts=counts)
+
+    def discard(self) -> str:
+        """A superseded attempt: delete its own staging directory (no other attempt's; a
+        commit never adds this attempt's files: the load's vote names another's)."""
+        try:
+            table = self._table()
+            if table is not None:
+                delete_dir(staging_dir(table, self.load_id, self.attempt))
+        except Exception as exc:  # noqa: BLE001 - never raises: the latest attempt or the sweep deletes it
+            return one_line(f"staged files of attempt {self.attempt} of iceberg table {self.target.table} left for "
+                            f"the latest attempt or the sweep: {root_cause(exc)}")
+        return ""
+
+    def _delete_earlier(self, table) -> None:
+        """Delete the staging directories of the load's earlier prepare attempts: stray by now."""
+        for attempt in range(1, self.attempt):
+            delete_dir(staging_dir(table, self.load_id, attempt))
 
     @staticmethod
     def _mark_aborted(directory: str) -> None:
@@ -271,8 +294,9 @@ class IcebergParticipant(Participant):
     @classmethod
     def sweep(cls, catalog: str, state_of) -> list[Swept]:
         """Every table of the catalog: staging directories of loads that are unknown or
-        ABORTED are deleted, unless a snapshot of the table carries the load (then its
-        files are the table's: never deleted)."""
+        ABORTED are deleted, unless a snapshot of the table carries the load: then only
+        the directories of the load's other prepare attempts (superseded ones) are, never
+        the committed attempt's (its files are the table's)."""
         from ...states import State
 
         swept = []
@@ -284,14 +308,18 @@ class IcebergParticipant(Participant):
                 if not loads:
                     continue
                 states = state_of(set(loads))
-                for lid in loads:
+                for lid, attempts in loads.items():
                     state = states.get(lid)
-                    if state not in (None, State.ABORTED) or committed_by(table, lid):
-                        continue
-                    deleted = delete_dir(staging_dir(table, lid))
-                    swept.append(Swept(lid, "orphan staged files deleted",
-                                       f"{deleted} files of iceberg table {'.'.join(identifier)}; "
-                                       f"load {'unknown' if state is None else state}"))
+                    snapshots = committed_by(table, lid)
+                    if snapshots:
+                        stray = [a for a in attempts if a != committed_attempt(snapshots)]
+                    else:
+                        stray = attempts if state in (None, State.ABORTED) else []
+                    for attempt in stray:
+                        deleted = delete_dir(staging_dir(table, lid, attempt))
+                        swept.append(Swept(lid, "orphan staged files deleted",
+                                           f"{deleted} files of attempt {attempt} of iceberg table "
+                                           f"{'.'.join(identifier)}; load {'unknown' if state is None else state}"))
         return swept
 
 

@@ -40,9 +40,12 @@ class KafkaParticipant(Participant):
     commit_risk = 2
     append_only = True
 
-    def __init__(self, bootstrap: str, targets, load_id: str, name: str = NAME):
+    def __init__(self, bootstrap: str, targets, load_id: str, name: str = NAME, attempt: int = 1):
         self.bootstrap = self.endpoint = bootstrap
-        self.load_id, self.name = load_id, name
+        # Attempts need no names of their own here: every attempt stages into the same
+        # staging topics, and the copy takes only the records of the Spark task attempts
+        # the load's vote names (headers), so a superseded attempt's are never copied.
+        self.load_id, self.name, self.attempt = load_id, name, attempt
         self.topics: list[KafkaTarget] = [targets] if isinstance(targets, KafkaTarget) else list(targets)
         self.targets = tuple(t.topic for t in self.topics)
         self.copy_id = ids.copy_transactional_id(load_id)

@@ -26,20 +26,31 @@ class PostgresParticipant(Participant):
     kind = NAME
     commit_may_fail = False  # COMMIT PREPARED of a prepared transaction cannot fail for good
 
-    def __init__(self, dsn: str, targets, load_id: str, name: str = NAME):
+    def __init__(self, dsn: str, targets, load_id: str, name: str = NAME, attempt: int = 1):
         self.dsn = self.endpoint = dsn
-        self.load_id, self.name = load_id, name
+        self.load_id, self.name, self.attempt = load_id, name, attempt
         self.tables: list[PostgresTarget] = [targets] if isinstance(targets, PostgresTarget) else list(targets)
         self.targets = tuple(t.table for t in self.tables)
-        self.gid = ids.pg_gid(load_id, name)
-        # The first table's staging keeps the name it had when a load had one table.
-        self.staging = {t.table: f"{ids.STAGING_SCHEMA}.{ids.staging_table(load_id, t.table if i else '')}"
-                        for i, t in enumerate(self.tables)}
+        self.gid = self._gid(attempt)
+        self.staging = self._staging(attempt)
+
+    def _gid(self, attempt: int) -> str:
+        return ids.pg_gid(self.load_id, self.name, attempt)
+
+    def _staging(self, attempt: int) -> dict[str, str]:
+        """{table: its staging table} of a prepare attempt. The first table's staging keeps
+        the name it had when a load had one table (and one attempt)."""
+        return {t.table: f"{ids.STAGING_SCHEMA}.{ids.staging_table(self.load_id, t.table if i else '', attempt)}"
+                for i, t in enumerate(self.tables)}
+
+    def _earlier(self) -> range:
+        """The prepare attempts before this one: whatever they left is stray by now."""
+        return range(1, self.attempt)
 
     # -- stage ------------------------------------------------------------------------
     def stage(self, frames) -> Staging:
-        """Make a fresh staging table per table of this load. Idempotent; discards earlier
-        attempts.
+        """Make a fresh staging table per table of this load and attempt. Idempotent;
+        discards what earlier attempts prepared and staged.
 
         Fails with PostgresConfigError, before writing anything, when the server cannot
         prepare transactions or a table is missing or has no load_id column, and with
@@ -62,7 +73,9 @@ class PostgresParticipant(Participant):
                 if missing:
                     raise SpecError(f"the DataFrame lacks columns the targets need: {missing} of table "
                                     f"{target.table}; it has {frames[target.frame]}")
-            # A retried prepare: the earlier attempt may have prepared already (crash after PREPARE).
+            # A retried prepare: earlier attempts may have prepared already (a crash after
+            # PREPARE, or a zombie still running: its staging tables go, so its writes fail).
+            self._discard_earlier(cur)
             _rollback_gid(cur, self.gid)
             cur.execute("create schema if not exists twophase")
             cur.execute(f"""create table if not exists {MARKERS} (
@@ -109,6 +122,10 @@ class PostgresParticipant(Participant):
         counts, deleted = {}, {}
         try:
             with servers(pg_dsn=self.dsn), conn.cursor() as cur:
+                # An earlier attempt that prepared after this one staged (a zombie) would
+                # hold locks on the rows this promotion replaces: roll it back first.
+                for attempt in self._earlier():
+                    _rollback_gid(cur, self._gid(attempt))
                 cur.execute("begin")
                 for target in self.tables:
                     counts[target.table], deleted[target.table] = self._promote(cur, target)
@@ -170,6 +187,7 @@ class PostgresParticipant(Participant):
                         "rolled back (by an abort, or outside the protocol: ROLLBACK PREPARED by an operator?), "
                         "so its rows are lost"))
                 marker = self._marker(cur)
+                self._discard_earlier(cur, drop=False)
             failpoints.hit("pg.committed")
             return Outcome(self.name, Kind.DONE, counts={"rows": marker[0], "deleted": marker[1]} if marker else {})
         except psycopg2.OperationalError as exc:  # a lock or a conflict
@@ -179,7 +197,7 @@ class PostgresParticipant(Participant):
         """After the commit: drop the staging tables. '' when done, else why one was left
         (recovery's orphan sweep drops it later); never raises, the load is committed."""
         left = []
-        for staging in self.staging.values():
+        for staging in [s for attempt in range(1, self.attempt + 1) for s in self._staging(attempt).values()]:
             try:
                 drop_staging_table(self.dsn, staging.split(".", 1)[1])
             except (psycopg2.Error, ServerUnreachable) as exc:
@@ -195,6 +213,7 @@ class PostgresParticipant(Participant):
             with _autocommit(self.dsn) as cur:
                 if self._marker(cur) is not None:
                     return Outcome(self.name, Kind.FAILED, f"{self.gid} is already committed; it cannot be rolled back")
+                self._discard_earlier(cur)
                 discarded = _rollback_gid(cur, self.gid)
                 staged = [n for n in (self._drop_staging(cur, s) for s in self.staging.values()) if n is not None]
         except psycopg2.OperationalError as exc:  # a lock or a conflict
@@ -205,6 +224,36 @@ class PostgresParticipant(Participant):
             counts["prepared_rows_discarded"] = vote.count
         done = discarded or bool(staged)
         return Outcome(self.name, Kind.DONE if done else Kind.ALREADY_DONE, counts=counts)
+
+    def discard(self) -> str:
+        """A superseded attempt: roll back its own prepared transaction and drop its own
+        staging tables; the load's, another attempt's, stay."""
+        try:
+            with _autocommit(self.dsn) as cur:
+                _rollback_gid(cur, self.gid)
+                for staging in self.staging.values():
+                    self._drop_staging(cur, staging)
+        except (psycopg2.Error, ServerUnreachable) as exc:
+            return one_line(f"prepared transaction {self.gid} or staging of attempt {self.attempt} left for the "
+                            f"latest attempt or recovery: {exc}")
+        return ""
+
+    def _discard_earlier(self, cur, drop: bool = True) -> None:
+        """Roll back what earlier prepare attempts prepared and (with `drop`) drop their
+        staging tables: a stray attempt's work, never the load's."""
+        for attempt in self._earlier():
+            _rollback_gid(cur, self._gid(attempt))
+            if drop:
+                for staging in self._staging(attempt).values():
+                    # A zombie's executors may still COPY into it: never wait on them
+                    # for long; what is left, clean_up, abort or the sweep drop later.
+                    cur.execute("set lock_timeout = '5s'")
+                    try:
+                        self._drop_staging(cur, staging)
+                    except psycopg2.errors.LockNotAvailable:
+                        pass
+                    finally:
+                        cur.execute("reset lock_timeout")
 
     def unreachable(self, exc: BaseException) -> ServerUnreachable | None:
         return postgres_unreachable(self.dsn, exc)
@@ -227,8 +276,9 @@ class PostgresParticipant(Participant):
 
     @classmethod
     def sweep(cls, dsn: str, state_of) -> list[Swept]:
-        """Prepared transactions (gid prefix `twophase:`) of loads that are unknown or
-        ABORTED are rolled back; staging tables of loads unknown or ended are dropped."""
+        """Prepared transactions (gid prefix `twophase:`) of loads that are unknown, ABORTED
+        or COMMITTED are rolled back (a committed load's own was committed: any left is a
+        superseded attempt's); staging tables of loads unknown or ended are dropped."""
         from ...states import TERMINAL, State
 
         gids = prepared_gids(dsn)
@@ -238,7 +288,7 @@ class PostgresParticipant(Participant):
         for gid in gids:
             lid = ids.load_id_of_gid(gid)
             state = states.get(lid)
-            if (state is None or state == State.ABORTED) and rollback_gid(dsn, gid):
+            if state in (None, State.ABORTED, State.COMMITTED) and rollback_gid(dsn, gid):
                 swept.append(Swept(lid, "orphan prepared transaction rolled back",
                                    f"{gid}; load {'unknown' if state is None else state}"))
         for table, lid in tables.items():
