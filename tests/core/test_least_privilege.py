@@ -54,12 +54,13 @@ def _admin(dsn: str, *statements: str, fetch: bool = False):
 class Locked:
     """A fresh database whose schemas an admin made, and a role with the documented grants."""
 
-    def __init__(self, admin_dsn: str, pg_dsn: str):
+    def __init__(self, admin_dsn: str, pg_dsn: str, admin_made_schemas: bool = True):
+        """`admin_made_schemas`: set-up (a) of the docs; else (b), CREATE on the database."""
         suffix = uuid.uuid4().hex[:8]
         self.db, self.role = f"twophase_lp_{suffix}", f"twophase_lp_{suffix}"
         self.server_admin = admin_dsn
         self.admin = make_dsn(admin_dsn, dbname=self.db)
-        self._pg_dsn = pg_dsn
+        self._pg_dsn, self._admin_made_schemas = pg_dsn, admin_made_schemas
         self.roles: list[str] = []
         _admin(admin_dsn, f"create database {self.db}")
         self.dsn = self.add_role(self.role)
@@ -73,10 +74,14 @@ class Locked:
         return make_dsn(self._pg_dsn, user=role, password=password, dbname=self.db)
 
     def set_up(self, role: str) -> None:
-        """What the docs tell an admin to run: migrate, the SQL script, the targets' grants."""
-        TransactionLog(self.admin).ensure_schema()
-        subprocess.run(["psql", "-X", "-q", "-d", self.admin, "-v", f"role={role}", "-f", str(SCRIPT)],
-                       check=True, capture_output=True, text=True)
+        """What the docs tell an admin to run: (a) migrate, the SQL script, (b) CREATE on the
+        database; and the targets' grants."""
+        if self._admin_made_schemas:
+            TransactionLog(self.admin).ensure_schema()
+            subprocess.run(["psql", "-X", "-q", "-d", self.admin, "-v", f"role={role}", "-f", str(SCRIPT)],
+                           check=True, capture_output=True, text=True)
+        else:
+            _admin(self.admin, f"grant connect, create on database {self.db} to {role}")
         _admin(self.admin, "create schema if not exists lp",
                "create table if not exists lp.daily (customer_id text, day date, orders int, load_id text not null)",
                "create table if not exists lp.latest (customer_id text, day date, orders int, load_id text not null)",
@@ -105,12 +110,17 @@ class Locked:
             "select count(*) from pg_tables where schemaname = 'twophase_staging'"))
 
 
-@pytest.fixture(scope="module")
-def locked(pg_dsn):
+@pytest.fixture(scope="session")
+def admin_dsn() -> str:
     admin = os.environ.get("TWOPHASE_PG_ADMIN_DSN")
     if not admin:
         pytest.fail("TWOPHASE_PG_ADMIN_DSN is not set: the stack's admin connection (eval \"$(scripts/stack env)\")")
-    db = Locked(admin, pg_dsn)
+    return admin
+
+
+@pytest.fixture(scope="module")
+def locked(pg_dsn, admin_dsn):
+    db = Locked(admin_dsn, pg_dsn)
     try:
         yield db
     finally:
@@ -220,3 +230,33 @@ def test_only_the_role_that_prepared_can_finish_it(locked):
     assert locked.state(spec.load_id) == "ABORTED"
     assert locked.rows(spec.load_id) == {"lp.daily": 0, "lp.latest": 0}
     assert locked.leftovers() == (0, 0)
+
+
+def test_a_log_behind_the_release_names_its_owner_migration(locked):
+    """The log's migrations need its tables' owner: a loading role says so, and runs none."""
+    from twophase.log import MIGRATIONS
+
+    latest = len(MIGRATIONS)
+    _admin(locked.admin, f"delete from twophase.schema_version where version = {latest}")
+    try:
+        with pytest.raises(MissingPrivilege, match=(
+                f"schema twophase is at version {latest - 1} and this release needs {latest}; only the owner of its "
+                "tables can upgrade it .*: run `python -m twophase migrate` as that role")):
+            TransactionLog(locked.dsn).ensure_schema()
+    finally:
+        _admin(locked.admin, f"insert into twophase.schema_version values ({latest})")
+
+
+def test_a_role_with_create_on_the_database_makes_the_schemas_itself(pg_dsn, admin_dsn):
+    """Set-up (b): nothing made beforehand but the target tables."""
+    db = Locked(admin_dsn, pg_dsn, admin_made_schemas=False)
+    try:
+        spec = _spec("create")
+        assert _load(db.dsn, spec) == State.COMMITTED
+        assert db.rows(spec.load_id) == {"lp.daily": len(ROWS), "lp.latest": len(ROWS)}
+        owners = _admin(db.admin, "select nspname, pg_get_userbyid(nspowner) from pg_namespace "
+                        "where nspname like 'twophase%' order by 1", fetch=True)
+        assert owners == [("twophase", db.role), ("twophase_staging", db.role)]
+        assert db.leftovers() == (0, 0)
+    finally:
+        db.drop()
