@@ -259,11 +259,22 @@ def servers(pg_dsn: str | None = None, kafka_bootstrap: str | None = None):
         raise
     except Exception as exc:
         mapped = ((kafka_bootstrap and kafka_unreachable(kafka_bootstrap, exc))
+                  or (pg_dsn and _missing_privilege(pg_dsn, exc))
                   or (pg_dsn and postgres_unreachable(pg_dsn, exc)))
-        if not mapped and pg_dsn and getattr(exc, "pgcode", None) == "42501":
-            from .privileges import explain
-
-            mapped = explain(pg_dsn, exc)
         if not mapped:
             raise
         raise mapped from None
+
+
+def _missing_privilege(dsn: str, exc: BaseException) -> MissingPrivilege | None:
+    """A refused statement (SQLSTATE 42501) or login (no CONNECT on the database) as
+    MissingPrivilege naming the grant; None for any other error."""
+    import psycopg2
+
+    if not isinstance(exc, psycopg2.Error):
+        return None
+    if exc.pgcode != "42501" and "permission denied for database" not in str(exc):
+        return None
+    from .privileges import explain
+
+    return explain(dsn, exc)

@@ -98,6 +98,7 @@ def message(role: str, missing: list[Grant], otherwise: str = "") -> str:
 # -- a statement Postgres refused ------------------------------------------------------------
 
 _DENIED = re.compile(r"permission denied for (table|sequence|schema|database|view) (\S+)")
+_LOGIN_REFUSED = re.compile(r'permission denied for database "([^"]+)"')
 _NOT_OWNER = re.compile(r"must be owner of (?:table|relation|sequence|schema) (\S+)")
 
 
@@ -110,6 +111,12 @@ def explain(dsn: str, exc: BaseException) -> MissingPrivilege | None:
 
     if isinstance(exc, MissingPrivilege):
         return exc
+    login = _LOGIN_REFUSED.search(str(exc)) if isinstance(exc, psycopg2.OperationalError) else None
+    if login:  # no connection to ask anything on
+        from psycopg2.extensions import parse_dsn
+
+        role = parse_dsn(dsn).get("user") or "<this role>"
+        return MissingPrivilege(message(role, [Grant("CONNECT", "database", login.group(1))]))
     if not isinstance(exc, psycopg2.errors.InsufficientPrivilege):
         return None
     primary = (exc.diag.message_primary or str(exc)).strip()

@@ -10,6 +10,7 @@ with the in-process staging pass (LocalStage: the real PostgresWriter, no Spark)
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import subprocess
 import uuid
@@ -190,6 +191,20 @@ def test_without_one_grant_the_error_names_it_and_nothing_is_left(locked, grant)
     assert locked.state(spec.load_id) in (None, "ABORTED")
     assert locked.rows(spec.load_id) == {"lp.daily": 0, "lp.latest": 0}
     assert locked.leftovers() == (0, 0)
+
+
+def test_a_login_without_connect_names_the_grant(locked):
+    """Not retried as "server unreachable": the grant is named, nothing is logged."""
+    spec = _spec("connect")
+    _admin(locked.admin, f"revoke connect on database {locked.db} from public, {locked.role}")
+    try:
+        with pytest.raises(MissingPrivilege, match=re.escape(
+                f'role "{locked.role}" lacks CONNECT on database {locked.db}: '
+                f"GRANT CONNECT ON DATABASE {locked.db} TO {locked.role} (docs/clusters.md")):
+            coordinator.begin(TransactionLog(locked.dsn), spec)
+    finally:
+        _admin(locked.admin, f"grant connect on database {locked.db} to public, {locked.role}")
+    assert locked.state(spec.load_id) is None
 
 
 def test_a_grant_revoked_after_staging_is_named_by_the_prepare(locked):
