@@ -142,7 +142,7 @@ def explain(dsn: str, exc: BaseException) -> MissingPrivilege | None:
         kind = "table" if kind == "view" else kind
         if kind in ("table", "sequence"):
             name = _qualified(cur, name, query)
-        candidates = [Grant(p, kind, name) for p in _privileges_of(kind, query)]
+        candidates = [Grant(p, kind, name) for p in _privileges_of(kind, query, name)]
         missing = (lacking(cur, candidates) if cur else []) or candidates[:1]
         otherwise = ", or have an admin create the schemas first (docs/sql/least-privilege.sql)" \
             if kind == "database" else ""
@@ -163,15 +163,19 @@ def _scalar(cur, sql: str, args=None):
     return row[0] if row else None
 
 
-def _privileges_of(kind: str, query: str) -> list[str]:
-    """The privileges a statement needs on an object of `kind`, most likely first."""
+_CREATES_IN = re.compile(r'create\s+(?:[a-z]+\s+)*?(?:table|index|view|sequence)\s+(?:if not exists\s+)?"?(\w+)"?\.')
+
+
+def _privileges_of(kind: str, query: str, name: str = "") -> list[str]:
+    """The privileges a statement needs on the object `name` of `kind`, most likely first."""
     q = " ".join(query.lower().split())
     if kind == "database":
         return ["CREATE"]
     if kind == "sequence":
         return ["USAGE"]
     if kind == "schema":
-        return ["USAGE", "CREATE"] if q.startswith(("create", "alter")) else ["USAGE"]
+        creates = _CREATES_IN.match(q)
+        return ["USAGE", "CREATE"] if creates and creates.group(1) == name.lower() else ["USAGE"]
     head = q.split(" ", 1)[0] if q else ""
     if head == "insert":
         return ["INSERT", "SELECT", "UPDATE"] if " on conflict " in q else ["INSERT", "SELECT"]

@@ -26,21 +26,24 @@ def test_the_message_names_the_grant_and_the_statement_that_fixes_it():
         'GRANT USAGE ON SEQUENCE s.q TO r (docs/clusters.md, "A locked-down Postgres")')
 
 
-@pytest.mark.parametrize("kind, statement, privileges", [
-    ("table", 'insert into "lp"."t" ("a", load_id) select "a", $1 from twophase_staging.stg', ["INSERT", "SELECT"]),
-    ("table", "insert into twophase.votes values (1) on conflict (load_id) do update set yes = true",
+@pytest.mark.parametrize("kind, name, statement, privileges", [
+    ("table", "lp.t", 'insert into "lp"."t" ("a", load_id) select "a", $1 from twophase_staging.stg',
+     ["INSERT", "SELECT"]),
+    ("table", "twophase.votes", "insert into twophase.votes values (1) on conflict (load_id) do update set yes = true",
      ["INSERT", "SELECT", "UPDATE"]),
-    ("table", "select state from twophase.loads where load_id = 'x' for update", ["UPDATE", "SELECT"]),
-    ("table", "select count(*) from lp.t", ["SELECT"]),
-    ("table", 'delete from "lp"."t" where "day" = 1', ["DELETE", "SELECT"]),
-    ("table", "copy twophase_staging.stg (a) from stdin with (format csv)", ["INSERT"]),
-    ("schema", "create unlogged table twophase_staging.stg (like lp.t)", ["USAGE", "CREATE"]),
-    ("schema", "select 1 from twophase.schema_version", ["USAGE"]),
-    ("database", "create schema if not exists twophase_staging", ["CREATE"]),
-    ("sequence", "insert into twophase.transitions (load_id) values ('x')", ["USAGE"]),
+    ("table", "twophase.loads", "select state from twophase.loads where load_id = 'x' for update",
+     ["UPDATE", "SELECT"]),
+    ("table", "lp.t", "select count(*) from lp.t", ["SELECT"]),
+    ("table", "lp.t", 'delete from "lp"."t" where "day" = 1', ["DELETE", "SELECT"]),
+    ("table", "twophase_staging.stg", "copy twophase_staging.stg (a) from stdin with (format csv)", ["INSERT"]),
+    ("schema", "twophase_staging", "create unlogged table twophase_staging.stg (like lp.t)", ["USAGE", "CREATE"]),
+    ("schema", "lp", "create unlogged table twophase_staging.stg (like lp.t)", ["USAGE"]),
+    ("schema", "twophase", "select 1 from twophase.schema_version", ["USAGE"]),
+    ("database", "twophase", "create schema if not exists twophase_staging", ["CREATE"]),
+    ("sequence", "twophase.transitions_id_seq", "insert into twophase.transitions (load_id) values ('x')", ["USAGE"]),
 ])
-def test_a_statement_kind_says_which_privileges_it_needs(kind, statement, privileges):
-    assert _privileges_of(kind, statement) == privileges
+def test_a_statement_kind_says_which_privileges_it_needs(kind, name, statement, privileges):
+    assert _privileges_of(kind, statement, name) == privileges
 
 
 def _targets_schema_free(grants):
