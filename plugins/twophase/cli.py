@@ -1,4 +1,4 @@
-"""python -m twophase status|show|recover|verify: the transaction log from a shell.
+"""python -m twophase status|show|recover|verify|migrate: the transaction log from a shell.
 
 Connections come from TWOPHASE_PG_DSN and TWOPHASE_KAFKA_BOOTSTRAP
 (eval "$(scripts/stack env)" sets both for the local stack).
@@ -12,7 +12,7 @@ import sys
 from datetime import timedelta
 
 from . import recovery, report
-from .log import TransactionLog, UnknownLoad
+from .log import MIGRATIONS, TransactionLog, UnknownLoad
 from .spec import Connections, SpecError
 from .verify import verify
 
@@ -79,6 +79,12 @@ def cmd_verify(log, conns, args) -> int:
     return 1 if bad else 0
 
 
+def cmd_migrate(log, conns, args) -> int:
+    """main() has created or upgraded the log's schema already."""
+    print(f"the transaction log's schema twophase is at version {len(MIGRATIONS)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m twophase", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -88,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--limit", type=int, default=report.DEFAULT_LIMIT if name == "status" else 1000)
         p.add_argument("--pipeline")
     sub.add_parser("show", help="one load: votes and transition history").add_argument("load_id")
+    sub.add_parser("migrate", help="create or upgrade the log's schema (as its owner: docs/clusters.md)")
     rec = sub.add_parser("recover", help="resolve in-doubt loads and clean orphans")
     rec.add_argument("--pipeline", help="resolve only this pipeline's loads (orphans are swept for all)")
     rec.add_argument("--deadline-minutes", type=float, default=recovery.DEFAULT_DEADLINE.total_seconds() / 60,
@@ -100,5 +107,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     log = TransactionLog(conns.pg_dsn)
     log.ensure_schema()
-    commands = {"status": cmd_status, "show": cmd_show, "recover": cmd_recover, "verify": cmd_verify}
+    commands = {"status": cmd_status, "show": cmd_show, "recover": cmd_recover, "verify": cmd_verify,
+                "migrate": cmd_migrate}
     return commands[args.command](log, conns, args)

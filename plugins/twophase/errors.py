@@ -10,6 +10,8 @@
   step maps it to "retry later" (coordinator.RetryLater, Outcome RETRY_LATER) with its
   one-line message, e.g. "Kafka at 127.0.0.1:59092 is unreachable: Connect to ... refused".
   `servers()` turns the raw client errors that mean so into these, in one place.
+- MissingPrivilege: a Postgres role lacks a grant (Terminal); `servers()` also turns
+  Postgres' "permission denied" into it, naming the grant (twophase.privileges).
 """
 
 from __future__ import annotations
@@ -48,6 +50,11 @@ class Terminal(TwophaseError):
 class SpecError(Terminal, ValueError):
     """A load was described wrongly; the message names the field and the fix.
     (twophase.spec exports it too; it lives here so target classes need no more.)"""
+
+
+class MissingPrivilege(Terminal, PermissionError):
+    """A Postgres role lacks a grant; the message names it and the GRANT that fixes it
+    (twophase.privileges). Terminal: the same call fails until an admin grants it."""
 
 
 class ServerUnreachable(Transient, ConnectionError):
@@ -243,15 +250,31 @@ def postgres_address(dsn: str) -> str:
 
 @contextmanager
 def servers(pg_dsn: str | None = None, kafka_bootstrap: str | None = None):
-    """Raise a raw client error that means a server is down as ServerUnreachable (from
-    None: its one line is the whole story); let every other error through unchanged."""
+    """Raise a raw client error that means a server is down as ServerUnreachable, and
+    Postgres' "permission denied" as MissingPrivilege naming the grant (both from None:
+    their one line is the whole story); let every other error through unchanged."""
     try:
         yield
-    except ServerUnreachable:
+    except (ServerUnreachable, MissingPrivilege):
         raise
     except Exception as exc:
-        down = ((kafka_bootstrap and kafka_unreachable(kafka_bootstrap, exc))
-                or (pg_dsn and postgres_unreachable(pg_dsn, exc)))
-        if not down:
+        mapped = ((kafka_bootstrap and kafka_unreachable(kafka_bootstrap, exc))
+                  or (pg_dsn and _missing_privilege(pg_dsn, exc))
+                  or (pg_dsn and postgres_unreachable(pg_dsn, exc)))
+        if not mapped:
             raise
-        raise down from None
+        raise mapped from None
+
+
+def _missing_privilege(dsn: str, exc: BaseException) -> MissingPrivilege | None:
+    """A refused statement (SQLSTATE 42501) or login (no CONNECT on the database) as
+    MissingPrivilege naming the grant; None for any other error."""
+    import psycopg2
+
+    if not isinstance(exc, psycopg2.Error):
+        return None
+    if exc.pgcode != "42501" and "permission denied for database" not in str(exc):
+        return None
+    from .privileges import explain
+
+    return explain(dsn, exc)

@@ -14,10 +14,11 @@ from datetime import datetime
 from typing import Callable, Iterable, Iterator
 
 import psycopg2
+import psycopg2.errors
 import psycopg2.extras
 
-from . import states
-from .errors import Terminal, servers
+from . import privileges, states
+from .errors import MissingPrivilege, Terminal, one_line, servers
 from .spec import LoadSpec
 from .states import DECISION_OF, TIMESTAMP_OF, State
 from .votes import Vote
@@ -86,6 +87,22 @@ MIGRATIONS = [
     alter table twophase.loads add column prepare_attempt int not null default 0;
     """,
 ]
+
+# What a role that runs loads needs on the log (its schema made and migrated by an admin):
+# checked by begin, listed by docs/clusters.md and docs/sql/least-privilege.sql.
+WRITER_GRANTS = [
+    *privileges.schemas(["twophase"], "USAGE"),
+    *privileges.tables(["twophase.schema_version"], "SELECT"),
+    *privileges.tables(["twophase.loads", "twophase.votes"], "SELECT", "INSERT", "UPDATE"),
+    *privileges.tables(["twophase.transitions"], "SELECT", "INSERT"),
+    privileges.Grant("USAGE", "sequence", "twophase.transitions_id_seq"),
+]
+
+
+def _exists(cur, query: str) -> bool:
+    cur.execute(query)
+    return cur.fetchone() is not None
+
 
 class UnknownLoad(Terminal, LookupError):
     pass
@@ -176,17 +193,40 @@ class TransactionLog:
                 conn.close()
 
     def ensure_schema(self) -> int:
-        """Create or upgrade schema `twophase`; idempotent and safe to run concurrently."""
+        """Create or upgrade schema `twophase`; idempotent and safe to run concurrently.
+
+        Creates only what is missing, so a role without CREATE on the database runs loads
+        once an admin made the schema and ran the migrations (docs/clusters.md, "A
+        locked-down Postgres"); a schema behind this release's version needs its tables'
+        owner: MissingPrivilege says so."""
         with self._cursor() as cur:
+            if self._version(cur) == len(MIGRATIONS):
+                return len(MIGRATIONS)
             cur.execute("select pg_advisory_xact_lock(hashtext('twophase.schema'))")
-            cur.execute("create schema if not exists twophase")
-            cur.execute("create table if not exists twophase.schema_version (version int not null)")
-            cur.execute("select coalesce(max(version), 0) as v from twophase.schema_version")
-            current = cur.fetchone()["v"]
+            if not _exists(cur, "select 1 from pg_namespace where nspname = 'twophase'"):
+                cur.execute("create schema twophase")
+            if self._version(cur) is None:
+                cur.execute("create table twophase.schema_version (version int not null)")
+            current = self._version(cur) or 0
             for version, ddl in enumerate(MIGRATIONS[current:], start=current + 1):
-                cur.execute(ddl)
+                try:
+                    cur.execute(ddl)
+                except psycopg2.errors.InsufficientPrivilege as exc:
+                    raise MissingPrivilege(one_line(
+                        f"the transaction log's schema twophase is at version {current} and this release needs "
+                        f"{len(MIGRATIONS)}; only the owner of its tables can upgrade it ({exc.diag.message_primary})"
+                        f": run `python -m twophase migrate` as that role {privileges.DOCS}", 1000)) from None
                 cur.execute("insert into twophase.schema_version values (%s)", (version,))
             return len(MIGRATIONS)
+
+    @staticmethod
+    def _version(cur) -> int | None:
+        """The log schema's version; None when twophase.schema_version does not exist."""
+        if not _exists(cur, """select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
+                               where n.nspname = 'twophase' and c.relname = 'schema_version'"""):
+            return None
+        cur.execute("select coalesce(max(version), 0) as v from twophase.schema_version")
+        return cur.fetchone()["v"]
 
     def begin(self, spec: LoadSpec, plan: Callable[[list[Load]], LoadSpec] | None = None) -> tuple[Load, bool]:
         """Write the load's row in state PREPARING, before anything is staged.
@@ -198,6 +238,7 @@ class TransactionLog:
         """
         interval = spec.data_interval or (None, None)
         with self._cursor() as cur:
+            privileges.require(cur, WRITER_GRANTS)  # before anything is written
             cur.execute("select * from twophase.loads where load_id = %s", (spec.load_id,))
             row = cur.fetchone()
             if row is not None:

@@ -46,7 +46,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping
 
-from .errors import ServerUnreachable, root_cause
+from .errors import MissingPrivilege, ServerUnreachable, root_cause
 from .outcome import Kind, Outcome
 from .votes import Vote
 
@@ -212,6 +212,8 @@ def outcome_of(participant: Participant, hook: str, call: Callable[[], Outcome])
 
     - ServerUnreachable, or a raw client error the participant says means its server is
       down (`unreachable`): RETRY_LATER, its one-line message.
+    - MissingPrivilege (a role lacks a grant): raised, Terminal; the load keeps its state,
+      and a retry after the grant finishes it.
     - Any other exception: RETRY_LATER naming the hook and the root cause. The outcome of
       the call is unknown (it may have acted before failing), and FAILED would make the
       coordinator roll back or declare a violation on a guess; every hook is idempotent, so
@@ -221,6 +223,8 @@ def outcome_of(participant: Participant, hook: str, call: Callable[[], Outcome])
     started = time.perf_counter()
     try:
         outcome = call()
+    except MissingPrivilege:
+        raise  # a grant is missing: retrying cannot help until an admin grants it
     except ServerUnreachable as exc:
         outcome = Outcome(participant.name, Kind.RETRY_LATER, str(exc))
     except Exception as exc:  # noqa: BLE001 - see above: unknown outcome, retry

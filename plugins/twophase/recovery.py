@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from . import coordinator
+from .errors import MissingPrivilege
 from .log import StateConflict, TransactionLog
 from .spec import Connections
 from .states import State
@@ -57,7 +58,7 @@ def _resolve(log, conns, load, deadline, now) -> Action:
         return Action(lid, "rollback re-driven", _describe(coordinator.rollback(log, conns, lid)))
     except coordinator.RetryLater as exc:
         return Action(lid, "retry later", str(exc))
-    except (coordinator.LoadAborted, coordinator.ProtocolViolation) as exc:
+    except (coordinator.LoadAborted, coordinator.ProtocolViolation, MissingPrivilege) as exc:
         return Action(lid, "failed", str(exc))
     except StateConflict as exc:  # another actor (the load's own vote or commit) moved it meanwhile
         return Action(lid, "left to its pipeline", f"it changed while recovery looked at it: {exc}")

@@ -27,6 +27,8 @@ def shell_environment() -> dict[str, str]:
     env = airflow.environment()
     env["PATH"] = f"{venv_bin()}:{os.environ.get('PATH', '')}"
     env["TWOPHASE_AIRFLOW_URL"] = airflow_services.url()
+    # For a shell and the tests only, not in Airflow's environment: the server's superuser.
+    env["TWOPHASE_PG_ADMIN_DSN"] = postgres.admin_dsn()
     return env
 
 

@@ -199,6 +199,14 @@ def dsn(port: int | None = None, db: str = PIPELINE_DB) -> str:
     return f"postgresql://{PIPELINE_ROLE}:{password}@127.0.0.1:{port}/{db}"
 
 
+def admin_dsn(port: int | None = None, db: str = PIPELINE_DB) -> str:
+    """The superuser over the cluster's private Unix socket (local trust: no password). For
+    tests that create roles and databases (tests/core/test_least_privilege.py), never for
+    the pipeline."""
+    port = port or Ports.from_env().postgres
+    return f"host={socket_dir()} port={port} user=postgres dbname={db}"
+
+
 def status() -> str:
     port = Ports.from_env().postgres
     if not is_running():

@@ -7,13 +7,14 @@ import psycopg2
 import psycopg2.errors
 from psycopg2 import sql
 
-from ... import failpoints, ids
-from ...errors import ServerUnreachable, SpecError, one_line, postgres_unreachable, servers
+from ... import failpoints, ids, privileges
+from ...errors import MissingPrivilege, ServerUnreachable, SpecError, one_line, postgres_unreachable, servers
 from ...outcome import Kind, Outcome
 from ...participant import Participant, Staging, Swept
 from ...votes import Vote
 from .server import (MARKERS, PART_COLUMN, PostgresConfigError, _autocommit, _connect, _rollback_gid,
-                     drop_staging_table, is_prepared, prepared_gids, rollback_gid, staging_tables)
+                     drop_staging_table, ensure_schemas, grants_needed, is_prepared, prepared_gids, rollback_gid,
+                     staging_tables)
 from .target import PostgresTarget
 from .writer import PostgresWriter
 
@@ -53,7 +54,8 @@ class PostgresParticipant(Participant):
         discards what earlier attempts prepared and staged.
 
         Fails with PostgresConfigError, before writing anything, when the server cannot
-        prepare transactions or a table is missing or has no load_id column, and with
+        prepare transactions or a table is missing or has no load_id column, with
+        MissingPrivilege when the role lacks a grant (server.grants_needed), and with
         SpecError when a table's frame lacks one of its columns.
         """
         with _autocommit(self.dsn) as cur:
@@ -63,6 +65,7 @@ class PostgresParticipant(Participant):
                     "the Postgres server has max_prepared_transactions = 0, so it cannot take part in a "
                     "two-phase commit: set max_prepared_transactions above the number of loads in flight "
                     "(postgresql.conf) and restart it. Nothing was written.")
+            privileges.require(cur, grants_needed(self.tables))  # before anything is written
             columns = {}
             for target in self.tables:
                 columns[target.table] = table_columns = self.target_columns(cur, target)
@@ -77,11 +80,7 @@ class PostgresParticipant(Participant):
             # PREPARE, or a zombie still running: its staging tables go, so its writes fail).
             self._discard_earlier(cur)
             _rollback_gid(cur, self.gid)
-            cur.execute("create schema if not exists twophase")
-            cur.execute(f"""create table if not exists {MARKERS} (
-                gid text primary key, load_id text not null, rows bigint not null,
-                deleted bigint not null, prepared_at timestamptz not null default now())""")
-            cur.execute(f"create schema if not exists {ids.STAGING_SCHEMA}")
+            ensure_schemas(cur)
             for target in self.tables:
                 staging = self.staging[target.table]
                 cur.execute(f"drop table if exists {staging}")
@@ -288,13 +287,20 @@ class PostgresParticipant(Participant):
         for gid in gids:
             lid = ids.load_id_of_gid(gid)
             state = states.get(lid)
-            if state in (None, State.ABORTED, State.COMMITTED) and rollback_gid(dsn, gid):
-                swept.append(Swept(lid, "orphan prepared transaction rolled back",
-                                   f"{gid}; load {'unknown' if state is None else state}"))
+            try:
+                if state in (None, State.ABORTED, State.COMMITTED) and rollback_gid(dsn, gid):
+                    swept.append(Swept(lid, "orphan prepared transaction rolled back",
+                                       f"{gid}; load {'unknown' if state is None else state}"))
+            except MissingPrivilege as exc:  # prepared by another role: say so, sweep the rest
+                swept.append(Swept(lid, "failed", str(exc)))
         for table, lid in tables.items():
             state = states.get(lid)
             if state is None or state in TERMINAL:
-                drop_staging_table(dsn, table)
+                try:
+                    drop_staging_table(dsn, table)
+                except MissingPrivilege as exc:  # owned by another role
+                    swept.append(Swept(lid or "?", "failed", str(exc)))
+                    continue
                 swept.append(Swept(lid or "?", "orphan staging table dropped",
                                    f"{ids.STAGING_SCHEMA}.{table}; load {'unknown' if state is None else state}"))
         return swept

@@ -9,7 +9,7 @@ import psycopg2
 import psycopg2.errors
 from psycopg2 import sql
 
-from ... import ids
+from ... import ids, privileges
 from ...errors import servers
 
 PART_COLUMN = "_twophase_part"
@@ -18,6 +18,36 @@ MARKERS = "twophase.pg_commit_markers"
 
 class PostgresConfigError(RuntimeError):
     """The server or the target table cannot take part; nothing was written."""
+
+
+def grants_needed(tables) -> list[privileges.Grant]:
+    """What the role that runs loads needs in a target database, besides the schemas an
+    admin may create (ensure_schemas): docs/clusters.md, "A locked-down Postgres"."""
+    replaced = [t.table for t in tables if t.mode == "replace"]
+    return [*privileges.schemas(["twophase"], "USAGE"),
+            *privileges.tables([MARKERS], "SELECT", "INSERT"),
+            *privileges.schemas([ids.STAGING_SCHEMA], "USAGE", "CREATE"),
+            *privileges.schemas(sorted({t.schema for t in tables}), "USAGE"),
+            *privileges.tables([t.table for t in tables], "SELECT", "INSERT"),
+            *privileges.tables(replaced, "DELETE")]
+
+
+def ensure_schemas(cur) -> None:
+    """Create the commit markers table and the staging schema, and their schema, when
+    missing: only then is CREATE on the database (or schema) needed."""
+    cur.execute("select to_regnamespace('twophase') is not null, to_regnamespace(%s) is not null",
+                (ids.STAGING_SCHEMA,))
+    twophase, staging = cur.fetchone()
+    if not twophase:
+        cur.execute("create schema if not exists twophase")
+    cur.execute("""select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
+                   where n.nspname = 'twophase' and c.relname = %s""", (MARKERS.split(".")[1],))
+    if cur.fetchone() is None:
+        cur.execute(f"""create table if not exists {MARKERS} (
+            gid text primary key, load_id text not null, rows bigint not null,
+            deleted bigint not null, prepared_at timestamptz not null default now())""")
+    if not staging:
+        cur.execute(f"create schema if not exists {ids.STAGING_SCHEMA}")
 
 
 
