@@ -23,6 +23,7 @@ USAGE = """usage: scripts/stack cluster up|down|status|env|reset
 
 
 def up() -> None:
+    spark_cluster.check_cluster_dir()
     kafka_cluster.up()
     spark_cluster.up()
 

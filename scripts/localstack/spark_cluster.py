@@ -71,6 +71,14 @@ def checkouts_to_hide() -> list[Path]:
     return paths
 
 
+def check_cluster_dir() -> None:
+    """The worker's folder must be outside what it cannot see."""
+    inside = [p for p in checkouts_to_hide() if cluster_dir().is_relative_to(p)]
+    if inside:
+        raise StackError(f"TWOPHASE_CLUSTER_DIR={cluster_dir()} is inside the checkout {inside[0]}, "
+                         "which the Spark worker must not see; choose a folder outside it")
+
+
 def _environment() -> dict[str, str]:
     """The daemons' whole environment: nothing of the caller's shell or of the checkout."""
     env = {
@@ -151,6 +159,7 @@ def _start_worker(ports: ClusterPorts, hide: list[Path]) -> None:
 
 def up() -> None:
     ports = ClusterPorts.from_env()
+    check_cluster_dir()
     executor_python.ensure()
     for folder in (home() / "conf", home() / "home", worker_dir()):
         folder.mkdir(parents=True, exist_ok=True)
