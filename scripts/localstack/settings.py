@@ -120,7 +120,6 @@ CONN_KAFKA_CLUSTER = "twophase_kafka_cluster"
 class ClusterPorts:
     spark_master: int
     spark_master_ui: int
-    spark_worker: int
     spark_worker_ui: int
     # Broker and controller port of each node, in KAFKA_CLUSTER_NODES order.
     kafka: tuple[int, ...]
@@ -138,7 +137,6 @@ class ClusterPorts:
         return cls(
             spark_master=master,
             spark_master_ui=port("TWOPHASE_SPARK_MASTER_UI_PORT", 57080),
-            spark_worker=port("TWOPHASE_SPARK_WORKER_PORT", 57078),
             spark_worker_ui=port("TWOPHASE_SPARK_WORKER_UI_PORT", 57081),
             kafka=tuple(kafka + i for i in nodes),
             kafka_controllers=tuple(controller + i for i in nodes),

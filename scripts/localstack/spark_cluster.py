@@ -114,11 +114,10 @@ def master_state() -> dict | None:
 
 
 def worker_registered() -> bool:
-    """True when the master lists our worker (its port) as ALIVE."""
+    """True when the master (ours: the stack's only worker registers with it) lists an ALIVE
+    worker; a worker restarted lately is listed again, its earlier self as DEAD."""
     state = master_state()
-    port = ClusterPorts.from_env().spark_worker
-    return bool(state) and any(w.get("state") == "ALIVE" and w.get("port") == port
-                               for w in state.get("workers", []))
+    return bool(state) and any(w.get("state") == "ALIVE" for w in state.get("workers", []))
 
 
 def _worker_sees(pid: int, path: Path) -> bool:
@@ -138,13 +137,13 @@ def _start_master(ports: ClusterPorts) -> None:
 
 
 def _start_worker(ports: ClusterPorts, hide: list[Path]) -> None:
-    for port in (ports.spark_worker, ports.spark_worker_ui):
-        if port_open(port):
-            raise StackError(f"port {port} is taken by another program; set TWOPHASE_SPARK_WORKER_PORT "
-                             "or TWOPHASE_SPARK_WORKER_UI_PORT")
+    if port_open(ports.spark_worker_ui):
+        raise StackError(f"port {ports.spark_worker_ui} is taken by another program; set TWOPHASE_SPARK_WORKER_UI_PORT")
     print(f"stack: starting the Spark worker ({SPARK_WORKER_CORES} cores, {SPARK_WORKER_MEMORY}; "
           f"cannot see {', '.join(map(str, hide))})", flush=True)
-    worker = [_spark_class(), WORKER_CLASS, "--host", "127.0.0.1", "--port", str(ports.spark_worker),
+    # The worker's RPC port is left to Spark: a fixed one is still held (TIME_WAIT of the
+    # master's connections to it) right after a restart.
+    worker = [_spark_class(), WORKER_CLASS, "--host", "127.0.0.1",
               "--webui-port", str(ports.spark_worker_ui), "--cores", str(SPARK_WORKER_CORES),
               "--memory", SPARK_WORKER_MEMORY, "--work-dir", str(worker_dir()), master_url()]
     mounts = [f"mount -t tmpfs -o size=1m,mode=0555 none {shlex.quote(str(p))}" for p in hide]
