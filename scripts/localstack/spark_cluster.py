@@ -113,11 +113,16 @@ def master_state() -> dict | None:
         return None
 
 
-def worker_registered() -> bool:
-    """True when the master (ours: the stack's only worker registers with it) lists an ALIVE
-    worker; a worker restarted lately is listed again, its earlier self as DEAD."""
-    state = master_state()
-    return bool(state) and any(w.get("state") == "ALIVE" for w in state.get("workers", []))
+def _workers(state: str | None = None) -> set[str]:
+    """The ids of the workers the master lists (in that state); ours is its only one."""
+    master = master_state() or {}
+    return {w.get("id", "") for w in master.get("workers", []) if state is None or w.get("state") == state}
+
+
+def worker_registered(earlier: frozenset[str] = frozenset()) -> bool:
+    """True when the master lists an ALIVE worker that is not one of `earlier` (a worker
+    started anew registers under a new id)."""
+    return bool(_workers("ALIVE") - earlier)
 
 
 def _worker_sees(pid: int, path: Path) -> bool:
@@ -175,9 +180,12 @@ def up() -> None:
         print("stack: restarting the Spark worker: it can see this checkout", flush=True)
         stop_pid(pid, timeout=30)
         pid = None
+    earlier: frozenset[str] = frozenset()
     if pid is None:
+        earlier = frozenset(_workers())
         _start_worker(ports, hide)
-    wait_until(worker_registered, 90, "the Spark worker's registration with the master", worker_log())
+    wait_until(lambda: worker_registered(earlier), 90, "the Spark worker's registration with the master",
+               worker_log())
     pid = running_pid(worker_pidfile(), WORKER_CLASS)
     if pid is None or any(_worker_sees(pid, p) for p in checkouts_to_hide()):
         raise StackError(f"the Spark worker can see the checkout; see {worker_log()}")
