@@ -6,20 +6,21 @@ import os
 import shlex
 import sys
 
-from . import airflow, airflow_services, browser, iceberg_sql, kafka, postgres
+from . import airflow, airflow_services, browser, cluster, iceberg_sql, kafka, postgres
 from .proc import StackError
 from .settings import venv_bin
 
-USAGE = """usage: scripts/stack up|down|status|env|reset|airflow-up|airflow-down|login|iceberg-sql
+USAGE = """usage: scripts/stack up|down|status|env|reset|airflow-up|airflow-down|login|iceberg-sql|cluster
   up      start Postgres and Kafka, migrate Airflow's DB; idempotent, waits until each answers
   airflow-up    also start Airflow's UI: api-server, scheduler, dag-processor, triggerer
   airflow-down  stop only those
   login   print the UI's address and local login
   browser install the UI tests' browser (Debian's chromium) when missing
-  down    stop what the stack started (Airflow's components too)
+  down    stop what the stack started (Airflow's components and the cluster too)
   status  say what is up and where
-  env     print export lines: eval "$(scripts/stack env)"
-  reset   stop and delete the stack's data (keeps downloaded jars)
+  env     print export lines: eval "$(scripts/stack env)" (the cluster's too when it is up)
+  reset   stop and delete the stack's data, the cluster's too (keeps downloaded jars)
+  cluster up|down|status|env|reset  the stack as a cluster: Spark standalone, three Kafka brokers
   iceberg-sql [spark-sql arguments]  Spark SQL on the stack's Iceberg tables (catalog `twophase`)"""
 
 
@@ -29,6 +30,8 @@ def shell_environment() -> dict[str, str]:
     env["TWOPHASE_AIRFLOW_URL"] = airflow_services.url()
     # For a shell and the tests only, not in Airflow's environment: the server's superuser.
     env["TWOPHASE_PG_ADMIN_DSN"] = postgres.admin_dsn()
+    if cluster.is_running():
+        env.update(cluster.environment())
     return env
 
 
@@ -49,7 +52,10 @@ def main(argv: list[str]) -> int:
         print(f"browser   {browser.ensure_installed()}")
     elif cmd == "login":
         print(airflow_services.login())
+    elif cmd == "cluster":
+        return cluster_main(argv[1:])
     elif cmd == "down":
+        cluster.down()
         airflow_services.down()
         kafka.down()
         postgres.down()
@@ -63,6 +69,7 @@ def main(argv: list[str]) -> int:
         cmd_line = iceberg_sql.command(argv[1:])
         os.execvpe(cmd_line[0], cmd_line, {**os.environ, **shell_environment()})
     elif cmd == "reset":
+        cluster.reset()
         kafka.destroy()
         postgres.destroy()
         for stamp in airflow.home().glob(".migrated-*"):
@@ -73,12 +80,34 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def cluster_main(argv: list[str]) -> int:
+    cmd = argv[0] if argv else ""
+    if cmd == "up":
+        cluster.up()
+        print(cluster.status_text())
+    elif cmd == "down":
+        cluster.down()
+    elif cmd == "status":
+        print(cluster.status_text())
+        return 0 if cluster.is_up() else 3
+    elif cmd == "env":
+        for key, value in cluster.environment().items():
+            print(f"export {key}={shlex.quote(value)}")
+    elif cmd == "reset":
+        cluster.reset()
+    else:
+        print(cluster.USAGE, file=sys.stderr)
+        return 2
+    return 0
+
+
 def status_text() -> str:
     return "\n".join([
         f"postgres  {postgres.status()}",
         f"kafka     {kafka.status()}",
         f"airflow   {airflow.status()}",
         f"airflow   {airflow_services.status()}",
+        cluster.status_text(),
     ])
 
 

@@ -10,14 +10,13 @@ import base64
 import hashlib
 import os
 import shutil
-import socket
 import uuid
 from pathlib import Path
 
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from .proc import StackError, run, running_pid, start_detached, stop_pid, wait_until
+from .proc import StackError, port_open, run, running_pid, start_detached, stop_pid, wait_until
 from .settings import KAFKA_BROKER_SETTINGS, Ports, stack_dir
 
 POM = Path(__file__).with_name("kafka-pom.xml")
@@ -82,8 +81,13 @@ def _write_config(ports: Ports) -> Path:
     }
     path = home() / "server.properties"
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    log4j = home() / "log4j2.properties"
-    log4j.write_text(
+    write_log4j(home() / "log4j2.properties")
+    return path
+
+
+def write_log4j(path: Path) -> None:
+    """A quiet log4j2 configuration: warnings, and the line saying the node started."""
+    path.write_text(
         "rootLogger.level = INFO\n"
         "rootLogger.appenderRef.out.ref = out\n"
         "appender.out.type = Console\n"
@@ -94,30 +98,28 @@ def _write_config(ports: Ports) -> Path:
         "logger.apache.name = org.apache.kafka\nlogger.apache.level = WARN\n"
         "logger.started.name = kafka.server.KafkaRaftServer\nlogger.started.level = INFO\n"
     )
-    return path
 
 
-def _format_storage(config: Path) -> None:
-    if (home() / "data" / "meta.properties").exists():
-        return
+def new_cluster_id() -> str:
     # Like Kafka's own random ids, never one that begins with "-" (a command
     # line would read it as an option; it is also passed as --cluster-id=).
     cluster_id = "-"
     while cluster_id.startswith("-"):
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    return cluster_id
+
+
+def format_storage(config: Path, data: Path, cluster_id: str) -> None:
+    """Format a node's log folder once (KRaft needs it before the first start)."""
+    if (data / "meta.properties").exists():
+        return
     run(["java", "-cp", classpath(), "kafka.tools.StorageTool", "format",
          f"--cluster-id={cluster_id}", f"--config={config}"])
 
 
-def _port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(1)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
 def answers(timeout: float = 5.0) -> bool:
     """True when the broker returns cluster metadata."""
-    if not _port_open(Ports.from_env().kafka):
+    if not port_open(Ports.from_env().kafka):
         return False
     try:
         AdminClient({"bootstrap.servers": bootstrap()}).list_topics(timeout=timeout)
@@ -126,9 +128,9 @@ def answers(timeout: float = 5.0) -> bool:
         return False
 
 
-def _transactions_ready() -> bool:
+def transactions_ready(servers: str | None = None) -> bool:
     """True when the transaction coordinator accepts a transactional producer."""
-    producer = Producer({"bootstrap.servers": bootstrap(), "transactional.id": "stack-health-check",
+    producer = Producer({"bootstrap.servers": servers or bootstrap(), "transactional.id": "stack-health-check",
                          "log_level": 3})
     try:
         producer.init_transactions(10)
@@ -142,9 +144,9 @@ def up() -> None:
     ensure_jars()
     home().mkdir(parents=True, exist_ok=True)
     config = _write_config(ports)
-    _format_storage(config)
+    format_storage(config, home() / "data", new_cluster_id())
     if running_pid(pidfile(), MAIN_CLASS) is None:
-        if _port_open(ports.kafka):
+        if port_open(ports.kafka):
             raise StackError(f"port {ports.kafka} is taken by another program; set TWOPHASE_KAFKA_PORT")
         print(f"stack: starting Kafka on {bootstrap()}", flush=True)
         java = ["java", "-Xms256m", "-Xmx1g", "-XX:+UseG1GC",
@@ -152,7 +154,7 @@ def up() -> None:
                 "-cp", classpath(), MAIN_CLASS, str(config)]
         start_detached(java, pidfile(), logfile())
     wait_until(answers, 90, "Kafka", logfile())
-    wait_until(_transactions_ready, 90, "Kafka's transaction coordinator", logfile())
+    wait_until(transactions_ready, 90, "Kafka's transaction coordinator", logfile())
 
 
 def down() -> None:

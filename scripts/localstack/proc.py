@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -51,6 +52,13 @@ def running_pid(pidfile: Path, expect_in_cmdline: str | tuple[str, ...]) -> int 
         return None
     expected = (expect_in_cmdline,) if isinstance(expect_in_cmdline, str) else expect_in_cmdline
     return pid if any(e in cmdline for e in expected) else None
+
+
+def port_open(port: int) -> bool:
+    """True when something listens on 127.0.0.1:port."""
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def stop_pid(pid: int, timeout: float = 30.0) -> None:

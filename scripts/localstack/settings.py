@@ -83,3 +83,61 @@ def stack_dir() -> Path:
 
 def venv_bin() -> Path:
     return ROOT / ".venv" / "bin"
+
+
+# The stack as a cluster (scripts/stack cluster ...): a Spark standalone master with one
+# worker that cannot see the checkout, and three Kafka brokers replicating every partition.
+# Its folder is outside the checkout: the worker's virtualenv, working folder and logs, the
+# brokers' data. One cluster per machine, like the ports.
+def cluster_dir() -> Path:
+    return Path(os.environ.get("TWOPHASE_CLUSTER_DIR", "/var/tmp/twophase-cluster")).resolve()
+
+
+SPARK_WORKER_CORES = 2
+SPARK_WORKER_MEMORY = "3g"
+# The master's and the worker's own JVMs (not the executors).
+SPARK_DAEMON_MEMORY = "384m"
+
+# Each broker is also a controller (KRaft, three voters): one may be down at a time.
+KAFKA_CLUSTER_BROKER_SETTINGS = {
+    "default.replication.factor": "3",
+    "min.insync.replicas": "2",
+    "unclean.leader.election.enable": "false",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "offsets.topic.replication.factor": "3",
+    "transaction.max.timeout.ms": "3600000",
+    "auto.create.topics.enable": "false",
+    "group.initial.rebalance.delay.ms": "0",
+}
+KAFKA_CLUSTER_NODES = (1, 2, 3)
+
+CONN_SPARK_CLUSTER = "spark_cluster"
+CONN_KAFKA_CLUSTER = "twophase_kafka_cluster"
+
+
+@dataclass(frozen=True)
+class ClusterPorts:
+    spark_master: int
+    spark_master_ui: int
+    spark_worker_ui: int
+    # Broker and controller port of each node, in KAFKA_CLUSTER_NODES order.
+    kafka: tuple[int, ...]
+    kafka_controllers: tuple[int, ...]
+
+    @classmethod
+    def from_env(cls) -> "ClusterPorts":
+        def port(name: str, default: int) -> int:
+            return int(os.environ.get(name, str(default)))
+
+        master = port("TWOPHASE_SPARK_MASTER_PORT", 57077)
+        kafka = port("TWOPHASE_KAFKA_CLUSTER_PORT", 59192)
+        controller = port("TWOPHASE_KAFKA_CLUSTER_CONTROLLER_PORT", 59195)
+        nodes = range(len(KAFKA_CLUSTER_NODES))
+        return cls(
+            spark_master=master,
+            spark_master_ui=port("TWOPHASE_SPARK_MASTER_UI_PORT", 57080),
+            spark_worker_ui=port("TWOPHASE_SPARK_WORKER_UI_PORT", 57081),
+            kafka=tuple(kafka + i for i in nodes),
+            kafka_controllers=tuple(controller + i for i in nodes),
+        )

@@ -1,6 +1,6 @@
 """scripts/stack on a second, throwaway stack: up twice is harmless, down leaves nothing.
 
-Uses its own folder and ports, so the stack the other tests use keeps running.
+Uses its own folders and ports, so the stack (and the cluster) the other tests use keeps running.
 """
 
 import os
@@ -33,8 +33,8 @@ def _processes_using(folder: Path) -> list[str]:
 @pytest.mark.slow
 def test_up_twice_status_down(tmp_path):
     folder = tmp_path / "stack"
-    env = {**os.environ, "TWOPHASE_STACK_DIR": str(folder), "TWOPHASE_PG_PORT": "56432",
-           "TWOPHASE_KAFKA_PORT": "59192", "TWOPHASE_KAFKA_CONTROLLER_PORT": "59193"}
+    env = {**os.environ, "TWOPHASE_STACK_DIR": str(folder), "TWOPHASE_CLUSTER_DIR": str(tmp_path / "cluster"),
+           "TWOPHASE_PG_PORT": "56432", "TWOPHASE_KAFKA_PORT": "59292", "TWOPHASE_KAFKA_CONTROLLER_PORT": "59293"}
     try:
         first = _stack(env, "up")
         assert first.returncode == 0, first.stdout + first.stderr
@@ -45,12 +45,12 @@ def test_up_twice_status_down(tmp_path):
         status = _stack(env, "status")
         assert status.returncode == 0, status.stdout
         assert "postgres  up, 127.0.0.1:56432" in status.stdout
-        assert "kafka     up, 127.0.0.1:59192" in status.stdout
+        assert "kafka     up, 127.0.0.1:59292" in status.stdout
 
         exports = _stack(env, "env").stdout
         for name in ("TWOPHASE_PG_DSN", "TWOPHASE_KAFKA_BOOTSTRAP", "AIRFLOW_HOME"):
             assert f"export {name}=" in exports
-        assert "127.0.0.1:56432" in exports and "127.0.0.1:59192" in exports
+        assert "127.0.0.1:56432" in exports and "127.0.0.1:59292" in exports
     finally:
         down = _stack(env, "down")
     assert down.returncode == 0, down.stdout + down.stderr
