@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Callable
 
@@ -37,9 +37,7 @@ class LoadConfig:
     - pipeline: the name in the transaction log and in load ids (default: the DAG id);
     - log_conn_id: the Postgres connection of the transaction log (schema `twophase`);
       tables on it commit in the log's database, tables on other connections in theirs;
-    - spark_conn_id: the Spark connection prepare submits to;
-    - spark_conf: Spark settings of this load's prepare ({"spark.pyspark.python": ...}),
-      over those of the Spark connection's extra (docs/clusters.md, "Spark clusters").
+    - spark_conn_id: the Spark connection prepare submits to.
 
     Every name is checked here, with the core's own rules (twophase.spec, twophase.ids),
     so a wrong one fails the DAG file's import (Airflow's DAG import errors) instead of
@@ -51,7 +49,6 @@ class LoadConfig:
     pipeline: str | None = None
     log_conn_id: str = DEFAULT_POSTGRES
     spark_conn_id: str = "spark_default"
-    spark_conf: dict = field(default_factory=dict)
 
     def __post_init__(self):
         object.__setattr__(self, "targets", tuple(self.targets) if isinstance(self.targets, (list, tuple)) else ())
@@ -69,15 +66,10 @@ class LoadConfig:
         if not callable(self.describe_input):
             raise SpecError("LoadConfig describe_input must be a function (interval, params, load_id) -> dict, "
                             f"got {type(self.describe_input).__name__}")
-        for name in ("log_conn_id", "spark_conn_id"):
-            value = getattr(self, name)
+        for field in ("log_conn_id", "spark_conn_id"):
+            value = getattr(self, field)
             if not isinstance(value, str) or not value.strip():
-                raise SpecError(f"LoadConfig {name} must name an Airflow connection, got {value!r}")
-        if not isinstance(self.spark_conf, dict) or not all(
-                isinstance(k, str) and k.startswith("spark.") and isinstance(v, (str, int, float, bool))
-                for k, v in self.spark_conf.items()):
-            raise SpecError("LoadConfig spark_conf must be a dict of Spark settings {'spark....': value}, "
-                            f"got {self.spark_conf!r}")
+                raise SpecError(f"LoadConfig {field} must name an Airflow connection, got {value!r}")
 
     def core_connection(self, target) -> str:
         """The core target's `connection`: '' for the default servers (the log's database,

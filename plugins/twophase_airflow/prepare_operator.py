@@ -8,8 +8,9 @@ A SparkSubmitOperator that adds what the frame (twophase.spark_job.run) needs:
   `--files`; only its path is on the command line (`--connections-file`), never a secret,
   and spark-submit's environment keeps no variable that holds one (docs/clusters.md,
   "Secrets on clusters");
-- the Spark settings of the Spark connection's extra and of the load (LoadConfig.spark_conf),
-  among them the executors' Python (`spark.pyspark.python`): PYSPARK_PYTHON and
+- the Spark settings of the Spark connection's extra, under the operator's own `conf`
+  (two_phase_load's spark_conf), among them the executors' Python
+  (`spark.pyspark.python`): PYSPARK_PYTHON and
   PYSPARK_DRIVER_PYTHON of the Airflow host are never passed on. When the driver runs here
   (local master, client mode) and no driver Python is set, it is this task's own;
 - the twophase package as a --py-files zip, so executors on a cluster can import it.
@@ -58,10 +59,10 @@ def refuse_standalone_cluster(submit: SparkSubmit) -> None:
                         "Kubernetes for cluster mode (docs/clusters.md)")
 
 
-def spark_conf(submit: SparkSubmit, load: LoadConfig, own: dict | None) -> dict:
-    """The connection's Spark settings, then the load's, then the operator's own `conf`;
-    with the driver here and no driver Python set, this task's interpreter."""
-    conf = {**submit.conf, **load.spark_conf, **(own or {})}
+def spark_conf(submit: SparkSubmit, own: dict | None) -> dict:
+    """The connection's Spark settings, then the operator's own `conf` over them; with the
+    driver here and no driver Python set, this task's interpreter."""
+    conf = {**submit.conf, **(own or {})}
     if submit.driver_here and "spark.pyspark.driver.python" not in conf:
         conf["spark.pyspark.driver.python"] = sys.executable
         if submit.master.startswith("local"):
@@ -87,7 +88,7 @@ class TwoPhasePrepareOperator(SparkSubmitOperator):
         refuse_standalone_cluster(submit)
         load_id = ids.load_id_for(self.pipeline, context["run_id"])
         conns = from_airflow(self.load.log_conn_id, self.load.conn_ids())
-        self.conf = spark_conf(submit, self.load, self.conf)
+        self.conf = spark_conf(submit, self.conf)
         self.log.info("preparing load %s: spark-submit %s", load_id, self.application)
         with tempfile.TemporaryDirectory(prefix="twophase-") as folder:  # mode 0700
             connections = Path(folder) / CONNECTIONS_FILE

@@ -2,7 +2,7 @@
 tiny job through the real frame): no secret of the load's connections on the command line
 or in the environment of spark-submit and every process it starts (searched in /proc while
 it runs), nor in Spark's event log; the job still reaches Postgres and Kafka (the load
-prepares and commits). The executors run the Python the load's configuration names, never
+prepares and commits). The executors run the Python the load's Spark settings name, never
 the host's PYSPARK_PYTHON. Standalone cluster deploy mode is refused before submitting.
 """
 
@@ -103,11 +103,11 @@ def test_no_secret_leaves_the_connections_file_and_the_job_still_reaches_the_ser
     events = tmp_path / "events"
     events.mkdir()
     load = LoadConfig(targets=[Table(target["table"]), Topic(target["topic"], key_column="customer_id")],
-                      describe_input=lambda interval, params, load_id: {},
-                      spark_conf={"spark.pyspark.python": str(executor_python(tmp_path))})
-    operator = TwoPhasePrepareOperator(
+                      describe_input=lambda interval, params, load_id: {})
+    operator = TwoPhasePrepareOperator(  # conf: two_phase_load's spark_conf, over the connection's extra
         task_id="prepare", load=load, pipeline="core_tests", application=str(JOB), name="twophase-secrets-test",
-        conf={"spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(), "spark.ui.enabled": "false"})
+        conf={"spark.pyspark.python": str(executor_python(tmp_path)), "spark.eventLog.enabled": "true",
+              "spark.eventLog.dir": events.as_uri(), "spark.ui.enabled": "false"})
 
     watcher = Watcher(password)
     watcher.start()
