@@ -60,13 +60,13 @@ def refuse_standalone_cluster(submit: SparkSubmit) -> None:
 
 
 def spark_conf(submit: SparkSubmit, own: dict | None) -> dict:
-    """The connection's Spark settings, then the operator's own `conf` over them; with the
-    driver here and no driver Python set, this task's interpreter."""
+    """The connection's Spark settings, then the operator's own `conf` over them. Unset,
+    the Python of a driver (or, local master, executors) on this host is this task's."""
     conf = {**submit.conf, **(own or {})}
-    if submit.driver_here and "spark.pyspark.driver.python" not in conf:
-        conf["spark.pyspark.driver.python"] = sys.executable
-        if submit.master.startswith("local"):
-            conf.setdefault("spark.pyspark.python", sys.executable)  # executors run here, too
+    if submit.driver_here:
+        conf.setdefault("spark.pyspark.driver.python", sys.executable)
+    if submit.master.startswith("local"):
+        conf.setdefault("spark.pyspark.python", sys.executable)  # the executors run here, too
     return conf
 
 
