@@ -73,6 +73,7 @@ def spark_conf(submit: SparkSubmit, own: dict | None) -> dict:
 def submit_environment(secrets: set[str]) -> dict[str, str]:
     """This process's environment without the host's Python settings and without any
     variable holding a connection's secret (the stack's AIRFLOW_CONN_*, a DSN...)."""
+    secrets = {secret for secret in secrets if len(secret) >= 5}  # as Airflow's masker: "a" is in PATH
     return {name: value for name, value in os.environ.items()
             if name not in _HOST_PYTHON and not any(secret in value for secret in secrets)}
 
