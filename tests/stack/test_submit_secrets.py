@@ -25,7 +25,8 @@ from twophase import coordinator
 from twophase.spec import CONNECTIONS_FILE, SpecError
 from twophase.states import State
 from twophase_airflow import LoadConfig, Table, Topic
-from twophase_airflow.prepare_operator import TwoPhasePrepareOperator
+from twophase_airflow.connections import SparkSubmit
+from twophase_airflow.prepare_operator import TwoPhasePrepareOperator, spark_conf, submit_environment
 
 JOB = Path(__file__).parent / "tiny_prepare.py"
 MARK = "TWOPHASE_TEST_EXECUTOR_PYTHON"  # set by the configured executors' Python (a wrapper)
@@ -120,7 +121,7 @@ def test_no_secret_leaves_the_connections_file_and_the_job_still_reaches_the_ser
     # The search saw the processes that matter: spark-submit's JVM, the driver, the executors' Python.
     procs = list(watcher.processes.values())
     submits = [(args, env) for args, env in procs if "org.apache.spark.deploy.SparkSubmit" in args]
-    drivers = [args for args, _ in procs if str(JOB) in args and "org.apache.spark.deploy.SparkSubmit" not in args]
+    drivers = [args for args, _ in procs if str(JOB) in args and "python" in Path(args[0]).name]
     workers = [env for args, env in procs if "pyspark.daemon" in args or "pyspark.worker" in args]
     assert submits and drivers and workers, [args[:4] for args in procs]
     assert watcher.leaks == []
@@ -163,3 +164,21 @@ def test_standalone_cluster_deploy_mode_is_refused_before_submitting(monkeypatch
         "master (the driver runs on the Airflow worker), or YARN or Kubernetes for cluster mode (docs/clusters.md)")
     assert operator._hook is None  # nothing was submitted
     assert re.fullmatch(r"[^\n]+", str(refused.value))
+
+
+def test_the_executors_python_comes_from_the_spark_settings_never_from_the_host(monkeypatch):
+    cluster = SparkSubmit("spark://10.0.0.5:7077", "client", {"spark.pyspark.python": "/opt/venv/bin/python"})
+    assert spark_conf(cluster, {"spark.executor.memory": "2g"}) == {
+        "spark.pyspark.python": "/opt/venv/bin/python", "spark.executor.memory": "2g",
+        "spark.pyspark.driver.python": sys.executable}  # the driver runs here, in client mode
+    yarn = SparkSubmit("yarn", "cluster", {})
+    assert spark_conf(yarn, {"spark.pyspark.python": "./env/bin/python"}) == {"spark.pyspark.python": "./env/bin/python"}
+    local = SparkSubmit("local[*]", "client", {})
+    assert spark_conf(local, None) == {"spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable}
+
+    monkeypatch.setenv("PYSPARK_PYTHON", "/home/airflow/.venv/bin/python")
+    monkeypatch.setenv("SOME_URL", "postgresql://u:s3cret-pw@db/x")
+    monkeypatch.setenv("HARMLESS", "a value")
+    env = submit_environment({"s3cret-pw", "a"})  # "a": too short to tell a secret from PATH
+    assert "PYSPARK_PYTHON" not in env and "SOME_URL" not in env
+    assert env["HARMLESS"] == "a value" and env["PATH"] == os.environ["PATH"]
