@@ -77,7 +77,11 @@ class Watcher(threading.Thread):
                         self.leaks.append(f"{where} of {' '.join(args)[:200]}")
                 if "--connections-file" in args:
                     self._look_at(args[args.index("--connections-file") + 1])
-            for copy in Path(tempfile.gettempdir()).glob(f"spark-*/userFiles-*/{CONNECTIONS_FILE}"):
+            try:
+                copies = list(Path(tempfile.gettempdir()).glob(f"spark-*/userFiles-*/{CONNECTIONS_FILE}"))
+            except OSError:  # a Spark folder removed while listed
+                continue
+            for copy in copies:
                 self._look_at(str(copy))
 
     def _look_at(self, path: str):
@@ -108,7 +112,8 @@ def test_no_secret_leaves_the_connections_file_and_the_job_still_reaches_the_ser
     operator = TwoPhasePrepareOperator(  # conf: two_phase_load's spark_conf, over the connection's extra
         task_id="prepare", load=load, pipeline="core_tests", application=str(JOB), name="twophase-secrets-test",
         conf={"spark.pyspark.python": str(executor_python(tmp_path)), "spark.eventLog.enabled": "true",
-              "spark.eventLog.dir": events.as_uri(), "spark.ui.enabled": "false"})
+              "spark.eventLog.dir": events.as_uri(), "spark.eventLog.compress": "false",  # searchable text
+              "spark.ui.enabled": "false"})
 
     watcher = Watcher(password)
     watcher.start()
