@@ -24,7 +24,7 @@ from twophase.executors import FIX
 from twophase.spec import CONNECTIONS_FILE
 from twophase.states import State
 
-JOB = Path(__file__).parents[1] / "stack" / "tiny_prepare.py"
+JOB = Path(__file__).parent / "tiny_prepare.py"
 
 BLOCKER = '''import sys
 

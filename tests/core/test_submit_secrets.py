@@ -144,7 +144,7 @@ def test_no_secret_leaves_the_connections_file_and_the_job_still_reaches_the_ser
 
     logs = [p for p in events.rglob("*") if p.is_file()]
     text = "\n".join(p.read_text(errors="replace") for p in logs)
-    assert "SparkListenerEnvironmentUpdate" in text and "tiny_prepare.py" in text
+    assert "SparkListenerEnvironmentUpdate" in text and "spark.pyspark.python" in text  # the settings are there
     assert password not in text
 
     # The job reached the servers through the file: prepared, then commits with every row.
