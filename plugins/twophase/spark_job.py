@@ -13,10 +13,13 @@ A pipeline's Spark job only computes; this frame stages and votes:
     if __name__ == "__main__":
         run(build)
 
-`run` reads `--load-id` from the command line and the servers from the environment
-(Connections.from_env: TWOPHASE_PG_DSN, TWOPHASE_KAFKA_BOOTSTRAP, TWOPHASE_CONNECTIONS),
-calls `build`, stages each frame once to every target it feeds (coordinator.prepare) and
-logs the votes. If anything fails, the
+`run` reads `--load-id` from the command line and the servers from the connections file
+`--connections-file` names (what the prepare operator ships with --files: no secret on a
+command line; `connections` says where the driver finds it), or else from the environment
+(Connections.from_env: TWOPHASE_PG_DSN, TWOPHASE_KAFKA_BOOTSTRAP, TWOPHASE_CONNECTIONS).
+It checks that the executors' Python imports what the load's writers need
+(executors.check), calls `build`, stages each frame once to every target it feeds
+(coordinator.prepare) and logs the votes. If anything fails, the
 error's root cause (errors.root_cause: one line, e.g. "FileNotFoundException: File
 file:/... does not exist" rather than py4j's "An error occurred while calling o312...")
 is written to the transaction log, so the vote and the rollback can say why, and the job
@@ -30,12 +33,13 @@ import logging
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
-from . import coordinator
+from . import coordinator, executors
 from .errors import root_cause, servers
 from .log import TransactionLog
-from .spec import Connections, LoadSpec
+from .spec import Connections, LoadSpec, SpecError
 from .states import State
 
 log = logging.getLogger("twophase.prepare")
@@ -53,8 +57,40 @@ def run(build: Callable[[object, LoadSpec], Output], argv: list[str] | None = No
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(name)s: %(message)s")
     parser = argparse.ArgumentParser(description="Stage one load (prepare phase of the two-phase commit).")
     parser.add_argument("--load-id", required=True, help="the load begun by the pipeline's begin task")
+    parser.add_argument("--connections-file", help="the servers, as Connections.to_file wrote them (shipped with "
+                        "--files); without it, from the environment (TWOPHASE_PG_DSN, ...)")
     args = parser.parse_args(argv)
-    conns = Connections.from_env()
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.appName(f"twophase prepare {args.load_id}")
+             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    try:
+        _prepare(spark, build, args)
+    finally:
+        spark.stop()
+
+
+def connections(path: str | None) -> Connections:
+    """The job's servers: the connections file at `path` as given (the driver runs where
+    the operator wrote it: client deploy mode), else its name in the driver's working
+    directory (YARN's cluster mode puts --files there), else in SparkFiles (Spark's copy of
+    --files; Kubernetes); without a file, from the environment (a job run by hand)."""
+    if not path:
+        return Connections.from_env()
+    for candidate in (Path(path), Path.cwd() / Path(path).name):
+        if candidate.is_file():
+            return Connections.from_file(candidate)
+    from pyspark import SparkFiles
+
+    shipped = Path(SparkFiles.get(Path(path).name))
+    if not shipped.is_file():
+        raise SpecError(f"connections file {Path(path).name} not found: not at {path}, not in the driver's working "
+                        f"directory, not in SparkFiles; pass it with --files")
+    return Connections.from_file(shipped)
+
+
+def _prepare(spark, build: Callable[[object, LoadSpec], Output], args) -> None:
+    conns = connections(args.connections_file)
     txlog = TransactionLog(conns.pg_dsn)
     with servers(pg_dsn=conns.pg_dsn):  # the log's Postgres down: one line, not psycopg2's traceback
         load = txlog.get(args.load_id)
@@ -64,13 +100,10 @@ def run(build: Callable[[object, LoadSpec], Output], argv: list[str] | None = No
         return
     if load.state != State.PREPARING:
         raise SystemExit(f"load {load.load_id} is {load.state} ({load.reason}); it can no longer be prepared")
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.appName(f"twophase prepare {load.load_id}")
-             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     try:
         started = time.monotonic()
         try:
+            executors.check(spark, conns.participants(load.spec()))
             output = build(spark, load.spec())
         except Exception as exc:
             # The root cause while the JVM is still up (a Py4JJavaError's text comes from it).
@@ -86,5 +119,3 @@ def run(build: Callable[[object, LoadSpec], Output], argv: list[str] | None = No
     except Exception as exc:
         log.error("prepare failed: %s (the whole error follows)", root_cause(exc))
         raise
-    finally:
-        spark.stop()

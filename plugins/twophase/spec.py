@@ -21,9 +21,10 @@ from .participants.postgres.target import PostgresTarget
 from .participants.target_rules import WRITE_MODES
 
 CONNECTIONS_ENV = "TWOPHASE_CONNECTIONS"
+CONNECTIONS_FILE = "twophase-connections.json"  # the file's name, shipped to the Spark driver with --files
 ICEBERG_ENV = "TWOPHASE_ICEBERG_CATALOG"
 
-__all__ = ["CONNECTIONS_ENV", "ICEBERG_ENV", "STAGING_SUFFIX", "TARGET_KINDS", "TOPIC_MAX_LENGTH", "WRITE_MODES",
+__all__ = ["CONNECTIONS_ENV", "CONNECTIONS_FILE", "ICEBERG_ENV", "STAGING_SUFFIX", "TARGET_KINDS", "TOPIC_MAX_LENGTH", "WRITE_MODES",
            "Connections", "IcebergTarget", "KafkaTarget", "LoadSpec", "PostgresTarget", "SpecError", "Target",
            "check_topic", "target_from_json", "target_to_json"]
 
@@ -107,7 +108,8 @@ class LoadSpec:
 
 @dataclass(frozen=True)
 class Connections:
-    """Where the servers are. Comes from the environment or from Airflow connections.
+    """Where the servers are. Comes from the environment, a connections file (what the
+    prepare operator gives its Spark job) or Airflow connections.
 
     `pg_dsn`: the transaction log's database, which is also where a table target with no
     `connection` goes; `kafka_bootstrap`: the cluster of a topic target with no
@@ -130,25 +132,50 @@ class Connections:
 
     @classmethod
     def from_env(cls) -> "Connections":
-        if not os.environ.get("TWOPHASE_PG_DSN"):
-            raise SpecError("TWOPHASE_PG_DSN not set (and TWOPHASE_KAFKA_BOOTSTRAP, for topics): "
-                            "eval \"$(scripts/stack env)\" or set them")
-        named = os.environ.get(CONNECTIONS_ENV) or "{}"
+        """From the environment: for jobs and commands run by hand (`scripts/stack env`)."""
+        return cls._from_mapping(os.environ, "the environment", "eval \"$(scripts/stack env)\" or set them")
+
+    @classmethod
+    def from_file(cls, path) -> "Connections":
+        """From a connections file (to_file): how the prepare operator hands them to the
+        Spark driver, so that no secret is on a command line or in Spark's configuration."""
+        try:
+            with open(path, encoding="utf-8") as f:
+                values = json.load(f)
+        except OSError as exc:
+            raise SpecError(f"cannot read the connections file {path}: {exc.strerror}") from None
+        except ValueError:
+            raise SpecError(f"the connections file {path} is not JSON") from None
+        if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
+            raise SpecError(f"the connections file {path} must be a JSON object of strings, as to_file writes it")
+        return cls._from_mapping(values, f"the connections file {path}", "write it with Connections.to_file")
+
+    @classmethod
+    def _from_mapping(cls, values, where: str, fix: str) -> "Connections":
+        if not values.get("TWOPHASE_PG_DSN"):
+            raise SpecError(f"TWOPHASE_PG_DSN not set in {where} (and TWOPHASE_KAFKA_BOOTSTRAP, for topics): {fix}")
+        named = values.get(CONNECTIONS_ENV) or "{}"
         try:
             parsed = {name: tuple(value) for name, value in json.loads(named).items()}
         except (ValueError, TypeError, AttributeError):
-            raise SpecError(f"{CONNECTIONS_ENV} must be a JSON object {{name: [kind, address]}}") from None
-        return cls(os.environ["TWOPHASE_PG_DSN"], os.environ.get("TWOPHASE_KAFKA_BOOTSTRAP", ""), parsed,
-                   iceberg_catalog=os.environ.get(ICEBERG_ENV, ""))
+            raise SpecError(f"{CONNECTIONS_ENV} in {where} must be a JSON object {{name: [kind, address]}}") from None
+        return cls(values["TWOPHASE_PG_DSN"], values.get("TWOPHASE_KAFKA_BOOTSTRAP", ""), parsed,
+                   iceberg_catalog=values.get(ICEBERG_ENV, ""))
 
     def to_env(self) -> dict[str, str]:
-        """The environment from_env reads (for a spark-submit; never for a command line)."""
+        """The variables from_env reads (also the content of to_file's file)."""
         env = {"TWOPHASE_PG_DSN": self.pg_dsn, "TWOPHASE_KAFKA_BOOTSTRAP": self.kafka_bootstrap}
         if self.named:
             env[CONNECTIONS_ENV] = json.dumps({name: list(value) for name, value in self.named.items()})
         if self.iceberg_catalog:
             env[ICEBERG_ENV] = self.iceberg_catalog
         return env
+
+    def to_file(self, path) -> None:
+        """Write the connections for from_file: a new file only its owner can read (0600)."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(self.to_env(), f)
 
     def _defaults(self) -> dict[str, str]:
         return {"postgres": self.pg_dsn, "kafka": self.kafka_bootstrap, "iceberg": self.iceberg_catalog}

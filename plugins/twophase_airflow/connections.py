@@ -1,9 +1,11 @@
-"""The core's Connections, from Airflow connections (never from code or logs)."""
+"""The core's Connections, from Airflow connections (never from code or logs), their
+secrets, and what prepare's spark-submit takes from the Spark connection."""
 
 from __future__ import annotations
 
 import json
 from contextlib import contextmanager
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from psycopg2.extensions import make_dsn, parse_dsn
@@ -79,13 +81,61 @@ def _catalog(conn_id: str, props: dict) -> str:
     if not isinstance(props, dict) or not props:
         raise SpecError(f"Airflow connection {conn_id!r} has no Iceberg catalog properties in its extra "
                         '(e.g. {"type": "sql", "uri": ..., "warehouse": ...})')
-    for key, value in props.items():
-        if any(word in key.lower() for word in _SECRET_KEYS) and value:
-            mask_secret(str(value))
-    password = urlsplit(str(props.get("uri", ""))).password
-    if password:
-        mask_secret(password)
+    for secret in _catalog_secrets(props):
+        mask_secret(secret)
     return json.dumps(props)
+
+
+def _catalog_secrets(props: dict) -> set[str]:
+    """The secrets in an Iceberg catalog's properties: values of secret-looking keys, and
+    the password in its uri."""
+    found = {str(value) for key, value in props.items() if any(word in key.lower() for word in _SECRET_KEYS) and value}
+    password = urlsplit(str(props.get("uri", ""))).password
+    return found | {password} if password else found
+
+
+def secrets_of(conns: Connections) -> set[str]:
+    """Every secret the connections hold (Postgres passwords, a catalog's credentials): the
+    prepare operator keeps spark-submit's environment free of them."""
+    found = set()
+    addresses = [("postgres", conns.pg_dsn), ("iceberg", conns.iceberg_catalog), *conns.named.values()]
+    for kind, address in addresses:
+        if kind == "postgres" and address:
+            found.add(parse_dsn(address).get("password") or "")
+        elif kind == "iceberg" and address:
+            found |= _catalog_secrets(json.loads(address))
+    return found - {""}
+
+
+@dataclass(frozen=True)
+class SparkSubmit:
+    """Where prepare's spark-submit goes, as the Spark connection says: its master (the
+    provider's rule: the host when it holds a URL or there is no port, else
+    <conn_type>://host:port), its deploy mode and the Spark settings of its extra (every key
+    that starts with `spark.`, e.g. spark.pyspark.python: the executors' Python)."""
+
+    master: str
+    deploy_mode: str
+    conf: dict
+
+    @property
+    def driver_here(self) -> bool:
+        """The driver runs on this (the Airflow worker's) host: local master or client mode."""
+        return self.master.startswith("local") or self.deploy_mode != "cluster"
+
+
+def spark_submit(conn_id: str, deploy_mode: str | None = None) -> SparkSubmit:
+    from airflow.sdk import BaseHook
+
+    conn = BaseHook.get_connection(conn_id)
+    if conn.conn_type == "spark" and conn.host and ("://" in conn.host or not conn.port):
+        master = conn.host
+    else:
+        master = f"{conn.conn_type}://{conn.host or ''}"
+    master = f"{master}:{conn.port}" if conn.port else master
+    extra = conn.extra_dejson if isinstance(conn.extra_dejson, dict) else {}
+    conf = {key: str(value) for key, value in extra.items() if key.startswith("spark.")}
+    return SparkSubmit(master, deploy_mode or extra.get("deploy-mode") or "client", conf)
 
 
 @contextmanager

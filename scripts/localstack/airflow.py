@@ -67,8 +67,13 @@ def environment() -> dict[str, str]:
         f"AIRFLOW_CONN_{CONN_KAFKA.upper()}": json.dumps({
             "conn_type": "kafka", "extra": {"bootstrap.servers": kafka_bootstrap},
         }),
-        f"AIRFLOW_CONN_{CONN_SPARK.upper()}": json.dumps({"conn_type": "spark", "host": "local[*]"}),
-        # Spark's Python workers must use the project's interpreter (pyarrow, psycopg2, ...).
+        # The prepare operator takes the executors' Python from the Spark connection's extra
+        # (here: local mode, this host's venv), never from PYSPARK_PYTHON below.
+        f"AIRFLOW_CONN_{CONN_SPARK.upper()}": json.dumps({
+            "conn_type": "spark", "host": "local[*]", "extra": {"spark.pyspark.python": venv_python},
+        }),
+        # For Spark sessions started in-process and spark-submits run by hand (tests, scripts):
+        # their Python workers must use the project's interpreter (pyarrow, psycopg2, ...).
         "PYSPARK_PYTHON": venv_python,
         "PYSPARK_DRIVER_PYTHON": venv_python,
         "PYTHONPATH": str(ROOT / "plugins"),
