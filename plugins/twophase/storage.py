@@ -96,8 +96,8 @@ def local_path(uri: str, setting: str) -> str:
     """The local path a file:// URI (or a plain absolute path) names; refuses other schemes."""
     normal = storage_uri(uri, setting)
     if not normal.startswith("file://"):
-        raise _bad(uri, setting, "it is not on the local disk (file://): this tool writes local files; copy them "
-                                 "to the store afterwards (hdfs dfs -put, aws s3 cp)")
+        raise StorageURIError(f"{setting} {_shown(uri)} is not on the local disk (file://): this tool writes local "
+                              "files; copy them to the store afterwards (hdfs dfs -put, aws s3 cp)")
     return normal[len("file://"):]
 
 

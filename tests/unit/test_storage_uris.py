@@ -102,8 +102,8 @@ def test_bad_segments_are_refused(segment):
 def test_local_path_of_file_uris_only():
     assert local_path("file:///srv/orders/landing", "--landing") == "/srv/orders/landing"
     assert local_path("/srv/orders/landing", "--landing") == "/srv/orders/landing"
-    with pytest.raises(StorageURIError, match=r"^--landing 'hdfs://nn/landing' is not a storage location: it is "
-                                              r"not on the local disk \(file://\): this tool writes local files"):
+    with pytest.raises(StorageURIError, match=r"^--landing 'hdfs://nn/landing' is not on the "
+                                              r"local disk \(file://\): this tool writes local files"):
         local_path("hdfs://nn/landing", "--landing")
 
 
