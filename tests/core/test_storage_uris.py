@@ -160,7 +160,8 @@ def test_input_files_the_executors_cannot_see_fail_with_the_files_uri(txlog, con
 @pytest.mark.parametrize("data, landing, rejects", [
     ("hdfs://namenode:8020/data/orders", "hdfs://namenode:8020/data/orders/landing/date=2026-11-20",
      "hdfs://namenode:8020/data/orders/rejects/date=2026-11-20/load=L"),
-    ("s3a://orders-bucket/", "s3a://orders-bucket/landing/date=2026-11-20", "s3a://orders-bucket/rejects/date=2026-11-20/load=L"),
+    ("s3a://orders-bucket/", "s3a://orders-bucket/landing/date=2026-11-20",
+     "s3a://orders-bucket/rejects/date=2026-11-20/load=L"),
     ("/srv/orders", "file:///srv/orders/landing/date=2026-11-20", "file:///srv/orders/rejects/date=2026-11-20/load=L"),
 ])
 def test_the_dags_build_uris_under_orders_data(monkeypatch, data, landing, rejects):
