@@ -8,8 +8,9 @@ Schedule: daily at midnight UTC, each run loading the day that just ended (its d
 interval). ORDERS_SCHEDULE overrides the cron expression, e.g. "*/2 * * * *" in a test.
 
 Input: JSON lines in $ORDERS_DATA/landing/date=YYYY-MM-DD/ (make sample days with
-`python -m orders_sample`); rejected lines go to $ORDERS_DATA/rejects/. ORDERS_DATA
-defaults to .stack/data/orders in this checkout.
+`python -m orders_sample`); rejected lines go to $ORDERS_DATA/rejects/. ORDERS_DATA is a
+storage URI (file://, hdfs://namenode/..., s3a://bucket/...; a plain absolute path is a
+local one) and defaults to .stack/data/orders in this checkout.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import DAG, CronDataIntervalTimetable
 
+from twophase.storage import join_uri, storage_uri
 from twophase_airflow import IcebergTable, LoadConfig, Table, Topic, load_params, two_phase_load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,14 +58,18 @@ ICEBERG_COLUMNS = {"customer_id": "string", "day": "date", "orders": "int", "rev
                    "first_order_at": "timestamptz", "last_order_at": "timestamptz"}
 
 
-def orders_data() -> Path:
-    return Path(os.environ.get("ORDERS_DATA", ROOT / ".stack" / "data" / "orders"))
+def orders_data() -> str:
+    """ORDERS_DATA as a storage URI: file://, hdfs:// or s3a://, or an absolute local path
+    (made file://). A bad value refuses the load in begin, naming the value and ORDERS_DATA."""
+    return storage_uri(os.environ.get("ORDERS_DATA", str(ROOT / ".stack" / "data" / "orders")), "ORDERS_DATA")
 
 
 def describe_input(interval, params, load_id) -> dict:
-    data, day = orders_data(), interval.day
-    return {"date": day.isoformat(), "path": str(data / "landing" / f"date={day.isoformat()}"),
-            "rejects": str(data / "rejects" / f"date={day.isoformat()}" / f"load={load_id}")}
+    """The day's landing folder and where its rejected lines go, as URIs under ORDERS_DATA
+    (string joins: pathlib would turn hdfs://nn/x into hdfs:/nn/x)."""
+    data, day = orders_data(), interval.day.isoformat()
+    return {"date": day, "path": join_uri(data, "landing", f"date={day}"),
+            "rejects": join_uri(data, "rejects", f"date={day}", f"load={load_id}")}
 
 
 with DAG(

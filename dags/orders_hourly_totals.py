@@ -5,8 +5,9 @@ Schedule: hourly, each run loading the hour that just ended (its data interval: 
 at 06:00 UTC loads 05:00-06:00). ORDERS_HOURLY_SCHEDULE overrides the cron expression.
 Created paused: unpause it once orders land for the current day.
 
-Input: the daily example's JSON lines, $ORDERS_DATA/landing/date=YYYY-MM-DD/ (make a
-sample day with `python -m orders_sample`); the job keeps the orders whose ordered_at
+Input: the daily example's JSON lines, $ORDERS_DATA/landing/date=YYYY-MM-DD/ (ORDERS_DATA:
+a storage URI, as for the daily example; make a sample day with `python -m orders_sample`);
+the job keeps the orders whose ordered_at
 falls in the hour. Mode append loads each hour once (a committed hour is "nothing to
 do"); mode replace swaps that hour's rows (and marks the topic's records as replacing).
 
@@ -30,6 +31,7 @@ import pendulum
 from airflow.sdk import DAG, CronDataIntervalTimetable
 
 from twophase.spec import SpecError
+from twophase.storage import join_uri, storage_uri
 from twophase_airflow import LoadConfig, Table, Topic, load_params, two_phase_load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,8 +49,10 @@ create table if not exists analytics.customer_hourly_totals (
 """
 
 
-def orders_data() -> Path:
-    return Path(os.environ.get("ORDERS_DATA", ROOT / ".stack" / "data" / "orders"))
+def orders_data() -> str:
+    """ORDERS_DATA as a storage URI: file://, hdfs:// or s3a://, or an absolute local path
+    (made file://). A bad value refuses the load in begin, naming the value and ORDERS_DATA."""
+    return storage_uri(os.environ.get("ORDERS_DATA", str(ROOT / ".stack" / "data" / "orders")), "ORDERS_DATA")
 
 
 def describe_input(interval, params, load_id) -> dict:
@@ -61,8 +65,8 @@ def describe_input(interval, params, load_id) -> dict:
                         f"{end.isoformat()}; run it with the logical date of the hour's end, e.g. "
                         "`airflow dags test orders_hourly_totals 2026-11-20T06:00:00+00:00` loads 05:00-06:00")
     data, day = orders_data(), interval.day.isoformat()
-    return {"path": str(data / "landing" / f"date={day}"), "start": start.isoformat(), "end": end.isoformat(),
-            "rejects": str(data / "rejects" / f"date={day}" / f"load={load_id}")}
+    return {"path": join_uri(data, "landing", f"date={day}"), "start": start.isoformat(), "end": end.isoformat(),
+            "rejects": join_uri(data, "rejects", f"date={day}", f"load={load_id}")}
 
 
 with DAG(

@@ -4,6 +4,8 @@ Input (from the load's `input`, logged by the DAG's begin task):
     path     the day's landing folder of JSON lines (one order per line)
     date     the day, YYYY-MM-DD
     rejects  where rejected lines are kept for people to inspect
+`path` and `rejects` are storage URIs (file://, hdfs://, s3a://; a plain absolute path is
+a local one), read and written through Hadoop's file systems, never joined with pathlib.
 
 Every file and every line under the day's folder is accounted for:
 - files: the folder's own files are read, except hidden ones (name starting with '_' or
@@ -12,7 +14,10 @@ Every file and every line under the day's folder is accounted for:
   skipped_files, skipped_bytes, skipped_paths), so the vote's gate can refuse the day;
 - lines: each line read is a valid order, a rejected line (its reason counted and the line
   kept in `rejects` with what is wrong with its value), a duplicate delivery of an order
-  already loaded (counted, loaded once) or a blank line (counted).
+  already loaded (counted, loaded once) or a blank line (counted);
+- rejects: executors write them, so they are counted again where they were written, after
+  the write; a count that differs from the lines the job rejected fails the load (a file://
+  location on a cluster is each worker's own disk: the lines would stay there unseen).
 The rules of a valid order are in order_rules.py (and docs/example.md).
 
 Output: the main frame, one row per customer of the day (customer_id, day, orders,
@@ -29,6 +34,8 @@ from __future__ import annotations
 
 import base64
 import logging
+import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
@@ -41,6 +48,7 @@ from pyspark.sql import functions as F
 import order_rules
 from order_rules import REASONS, check_line
 from twophase.spark_job import Output, run
+from twophase.storage import storage_uri
 
 # Executors get the rules inside the pickled function: nothing to install on a cluster.
 cloudpickle.register_pickle_by_value(order_rules)
@@ -50,6 +58,8 @@ log = logging.getLogger("orders_daily_totals")
 MAX_REVENUE = Decimal("999999999999.99")  # analytics.customer_daily_totals.revenue numeric(14, 2)
 MAX_REJECT_CHARS = 10_000  # a rejected line is kept up to this many characters
 MAX_LISTED = 100           # skipped files listed by path in the metrics (all are counted)
+# Spark's error when an executor cannot find a file the driver listed; it names the file's URI.
+_FILE_MISSING = re.compile(r"FILE_NOT_EXIST\] Encountered error while reading file (\S+)\. ")
 
 CLASSIFIED = ("file string, verdict string, reason string, detail string, line string, line_base64 string, "
               "line_bytes long, order_id string, customer_id string, amount decimal(12,2), ordered_at timestamp")
@@ -58,6 +68,11 @@ _CLASSIFIED_ARROW = pa.schema([
     ("line", pa.string()), ("line_base64", pa.string()), ("line_bytes", pa.int64()), ("order_id", pa.string()),
     ("customer_id", pa.string()), ("amount", pa.decimal128(12, 2)), ("ordered_at", pa.timestamp("us", "UTC")),
 ])
+
+
+class RejectsNotKept(Exception):
+    """The rejected lines found at the rejects location after the write are not the lines
+    the job rejected."""
 
 
 @dataclass(frozen=True)
@@ -69,8 +84,9 @@ class Listing:
 
 
 def list_day(spark: SparkSession, path: str) -> Listing:
-    """Every file under the day's folder, through Hadoop's file system API (local, HDFS,
-    S3 alike). Raises FileNotFoundError when the folder does not exist."""
+    """Every file under the day's folder (a storage URI), through Hadoop's file system API
+    (local, HDFS, S3 alike). Raises FileNotFoundError, naming the URI, when the folder
+    does not exist."""
     jvm = spark._jvm
     folder = jvm.org.apache.hadoop.fs.Path(path)
     fs = folder.getFileSystem(spark._jsc.hadoopConfiguration())
@@ -120,6 +136,22 @@ def classify_partition(day: date):
                 rows["ordered_at"].append(order.ordered_at if order else None)
             yield pa.RecordBatch.from_pydict(rows, schema=_CLASSIFIED_ARROW)
     return classify
+
+
+@contextmanager
+def reading_input():
+    """Around the first pass over the input's lines: a file the driver listed that an
+    executor cannot find fails with the file's URI (HDFS's own message names no scheme)."""
+    try:
+        yield
+    except Exception as exc:
+        text = f"{getattr(exc, '_desc', '')}\n{getattr(exc, '_stackTrace', '')}" if hasattr(exc, "_desc") else str(exc)
+        missing = _FILE_MISSING.search(text)
+        if missing is None:
+            raise
+        raise FileNotFoundError(f"input file {missing.group(1)} was listed but is missing where Spark's executors "
+                                "read it (deleted meanwhile, or a file:// input on a cluster, which is each "
+                                "worker's own disk: use hdfs:// or s3a://)") from None
 
 
 def read_lines(spark: SparkSession, listing: Listing) -> DataFrame:
@@ -181,8 +213,40 @@ def rejects_of(classified: DataFrame, per_order: DataFrame) -> DataFrame:
                     "detail", F.col("reason").alias("reason_key")))
 
 
+def locations(spec) -> tuple[str, str]:
+    """The load's input folder and rejects location, as storage URIs (twophase.storage)."""
+    return (storage_uri(spec.input.get("path"), "the load's input 'path'"),
+            storage_uri(spec.input.get("rejects"), "the load's input 'rejects'"))
+
+
+def lines_at(spark: SparkSession, uri: str) -> int:
+    """The lines of the files at `uri` as Spark reads that folder there (hidden names such
+    as _SUCCESS left out); 0 when nothing is there."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        return spark.read.text(uri).count()
+    except AnalysisException as exc:
+        if "PATH_NOT_FOUND" in str(getattr(exc, "getCondition", lambda: None)() or exc):
+            return 0
+        raise
+
+
+def keep_rejects(spark: SparkSession, rejects: DataFrame, uri: str, expected: int) -> None:
+    """Write the rejected lines to `uri` (JSON lines, one file), then count them there:
+    raises RejectsNotKept, naming both numbers and the URI, unless all `expected` are."""
+    rejects.coalesce(1).write.mode("overwrite").json(uri)
+    kept = lines_at(spark, uri)
+    if kept != expected:
+        hint = (" (file:// is the disk of the machine that writes: on a cluster, executors keep them on their own "
+                "disks; use hdfs:// or s3a://)" if uri.startswith("file://") and kept < expected else "")
+        raise RejectsNotKept(f"the job rejected {expected} lines but {kept} are at {uri} after the write{hint}")
+    log.info("rejected lines kept in %s: %d, counted there after the write (fields: file, line, reason, detail; "
+             "line_base64 holds the exact bytes of a line that is not UTF-8)", uri, kept)
+
+
 def build(spark: SparkSession, spec) -> Output:
-    path, day, rejects = spec.input["path"], spec.input["date"], spec.input["rejects"]
+    (path, rejects), day = locations(spec), spec.input["date"]
     listing = list_day(spark, path)
     for relative, size, why in listing.skipped:
         log.warning("not read: %s/%s (%s bytes): %s", path, relative, f"{size:,}", why)
@@ -191,9 +255,10 @@ def build(spark: SparkSession, spec) -> Output:
     classified = (read_lines(spark, listing)
                   .mapInArrow(classify_partition(date.fromisoformat(day)), CLASSIFIED)
                   .persist(StorageLevel.MEMORY_AND_DISK))
-    counts = {(r["verdict"], r["reason"]): (r["count"], r["example"]) for r in
-              classified.groupBy("verdict", "reason").agg(F.count(F.lit(1)).alias("count"),
-                                                           F.min("detail").alias("example")).collect()}
+    with reading_input():
+        counts = {(r["verdict"], r["reason"]): (r["count"], r["example"]) for r in
+                  classified.groupBy("verdict", "reason").agg(F.count(F.lit(1)).alias("count"),
+                                                               F.min("detail").alias("example")).collect()}
     orders, per_order = dedupe(classified.where("verdict = 'valid'").select(
         "order_id", "customer_id", "amount", "ordered_at"))
     dup = per_order.agg(
@@ -222,9 +287,7 @@ def build(spark: SparkSession, spec) -> Output:
         log.info("  rejected %d: %s (%d order ids)", conflicting, REASONS["conflicting_order"],
                  dup["conflicting_orders"])
     if rejected:
-        rejects_of(classified, per_order).coalesce(1).write.mode("overwrite").json(rejects)
-        log.info("rejected lines kept in %s (fields: file, line, reason, detail; line_base64 holds the exact "
-                 "bytes of a line that is not UTF-8)", rejects)
+        keep_rejects(spark, rejects_of(classified, per_order), rejects, rejected)
 
     # Not cached: a cached aggregate keeps its 200 shuffle partitions, and each would stage
     # through its own COPY and producer; uncached, adaptive execution coalesces them.

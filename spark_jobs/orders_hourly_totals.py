@@ -4,6 +4,8 @@ Input (the load's `input`, from dags/orders_hourly_totals.py):
     path        the day's landing folder of JSON lines, as the daily example reads
     start, end  the hour, ISO instants: orders with start <= ordered_at < end are loaded
     rejects     where rejected lines are kept for people to inspect
+`path` and `rejects` are storage URIs, as the daily job takes them; the rejects are
+counted where they were written, after the write, as the daily job does.
 
 The day's folder is listed, read, validated and de-duplicated by the daily job's own
 functions (orders_daily_totals.py, rules in order_rules.py); this job keeps the hour's
@@ -40,7 +42,7 @@ log = logging.getLogger("orders_hourly_totals")
 
 
 def build(spark, spec) -> Output:
-    path, rejects = spec.input["path"], spec.input["rejects"]
+    path, rejects = daily.locations(spec)
     start, end = (datetime.fromisoformat(spec.input[k]) for k in ("start", "end"))
     listing = daily.list_day(spark, path)
     for relative, size, why in listing.skipped:
@@ -49,7 +51,9 @@ def build(spark, spec) -> Output:
 
     classified = (daily.read_lines(spark, listing).mapInArrow(daily.classify_partition(start.date()), daily.CLASSIFIED)
                   .persist(StorageLevel.MEMORY_AND_DISK))
-    counts = {(r["verdict"], r["reason"]): r["count"] for r in classified.groupBy("verdict", "reason").count().collect()}
+    with daily.reading_input():
+        counts = {(r["verdict"], r["reason"]): r["count"]
+                  for r in classified.groupBy("verdict", "reason").count().collect()}
     orders, per_order = daily.dedupe(classified.where("verdict = 'valid'").select(
         "order_id", "customer_id", "amount", "ordered_at"))
     in_hour = (F.col("ordered_at") >= F.lit(start)) & (F.col("ordered_at") < F.lit(end))
@@ -75,8 +79,7 @@ def build(spark, spec) -> Output:
              path, n["orders"], start.isoformat(), end.isoformat(), metrics["other_hours_lines"], rejected,
              metrics["duplicate_lines"], blank)
     if rejected:
-        daily.rejects_of(classified, per_order).coalesce(1).write.mode("overwrite").json(rejects)
-        log.info("rejected lines (%s) kept in %s", by_reason, rejects)
+        daily.keep_rejects(spark, daily.rejects_of(classified, per_order), rejects, rejected)
 
     # revenue: Spark's sum of decimal(12,2), decimal(22,2), as the table's column holds it.
     per_customer = daily.totals(orders.where(in_hour), start.date().isoformat()).select(

@@ -58,7 +58,7 @@ def test_every_hostile_line_is_accounted_for(run_dag, orders_data, fresh_day, pg
     assert sorted(p["path"] for p in metrics["skipped_paths"]) == skipped
     prepare = run.task_log("prepare")
     for path in skipped:
-        assert f"not read: {folder}/{path}" in prepare
+        assert f"not read: file://{folder}/{path}" in prepare
 
     # Each rejected line is kept with its reason and a detail about its value, per file.
     rejects = read_rejects(orders_data)

@@ -118,7 +118,7 @@ def test_a_day_commits_exactly_on_both_sides(run_dag, orders_data, fresh_day, pg
         assert cur.fetchall() == [(sum(t.orders for t in expected.values()),
                                    sum(t.revenue for t in expected.values()), len(expected), rejected, load_id)]
     assert rejected == made.bad_lines > 0
-    assert (f"read {lines} lines in 4 files from {made.folder}: {lines - rejected} orders loaded, {rejected} rejected, "
+    assert (f"read {lines} lines in 4 files from file://{made.folder}: {lines - rejected} orders loaded, {rejected} rejected, "
             "0 duplicate deliveries skipped, 0 blank lines skipped") in run.task_log("prepare")
     assert sum(1 for p in (orders_data / "rejects").rglob("*.json") for _ in p.open()) == rejected
     assert "DECISION: COMMIT" in run.task_log("vote") and "vote of kafka: YES" in run.task_log("vote")
@@ -153,7 +153,7 @@ def test_missing_input_folder_fails_prepare_and_rolls_back(run_dag, orders_data,
     run = run_dag({"date": fresh_day.isoformat()})
     assert run.state == "failed"
     missing = orders_data / "landing" / f"date={fresh_day.isoformat()}"
-    assert f"input folder {missing} does not exist" in run.task_log("prepare")
+    assert f"input folder file://{missing} does not exist" in run.task_log("prepare")
     [(load_id, state, reason)] = loads_of_day(pg_dsn, fresh_day)
     assert state == "ABORTED" and reason.startswith("prepare failed: FileNotFoundError: input folder") and str(missing) in reason
     assert "ROLLED BACK" in run.task_log("rollback")
