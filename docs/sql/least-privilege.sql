@@ -35,6 +35,7 @@ begin
     if to_regclass('twophase.loads') is not null then
         execute format('grant select on twophase.schema_version to %I', grantee);
         execute format('grant select, insert, update on twophase.loads, twophase.votes to %I', grantee);
+        execute format('grant delete on twophase.votes to %I', grantee);
         execute format('grant select, insert on twophase.transitions to %I', grantee);
         execute format('grant usage on sequence twophase.transitions_id_seq to %I', grantee);
     end if;

@@ -94,6 +94,7 @@ WRITER_GRANTS = [
     *privileges.schemas(["twophase"], "USAGE"),
     *privileges.tables(["twophase.schema_version"], "SELECT"),
     *privileges.tables(["twophase.loads", "twophase.votes"], "SELECT", "INSERT", "UPDATE"),
+    *privileges.tables(["twophase.votes"], "DELETE"),  # a new prepare attempt drops the last one's votes
     *privileges.tables(["twophase.transitions"], "SELECT", "INSERT"),
     privileges.Grant("USAGE", "sequence", "twophase.transitions_id_seq"),
 ]
