@@ -32,7 +32,8 @@ JOB = Path(__file__).parent / "tiny_prepare.py"
 MARK = "TWOPHASE_TEST_EXECUTOR_PYTHON"  # set by the configured executors' Python (a wrapper)
 
 
-def _descendants(root: int) -> set[int]:
+def _descendants(root: int, skip: frozenset[int] = frozenset()) -> set[int]:
+    """Every process below `root`, except those in `skip` and below them."""
     parents = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -43,7 +44,7 @@ def _descendants(root: int) -> set[int]:
     found, todo = set(), [root]
     while todo:
         pid = todo.pop()
-        children = [p for p, parent in parents.items() if parent == pid and p not in found]
+        children = [p for p, parent in parents.items() if parent == pid and p not in found and p not in skip]
         found.update(children)
         todo.extend(children)
     return found
@@ -51,19 +52,22 @@ def _descendants(root: int) -> set[int]:
 
 class Watcher(threading.Thread):
     """Reads the command line and environment of every process this test's process started
-    (spark-submit, its JVM, the Python driver, the Python workers), every 0.1 s; and where
+    since (spark-submit, its JVM, the Python driver, the Python workers), every 0.1 s; and where
     the connections file and Spark's copies of it are, and who may read them."""
 
     def __init__(self, secret: str):
         super().__init__(daemon=True)
         self.secret, self.stop = secret.encode(), threading.Event()
+        # Processes the test run started before (the session's Spark JVM, which has the
+        # tests' own environment, secrets included) are not the operator's.
+        self.before = frozenset(_descendants(os.getpid()))
         self.processes: dict[int, tuple[list[str], dict[str, str]]] = {}
         self.leaks: list[str] = []
         self.files: dict[str, tuple[int, bool]] = {}  # connections file or copy: (its mode, closed to others)
 
     def run(self):
         while not self.stop.wait(0.1):
-            for pid in _descendants(os.getpid()):
+            for pid in _descendants(os.getpid(), skip=self.before):
                 try:
                     cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
                     environ = Path(f"/proc/{pid}/environ").read_bytes()
