@@ -7,6 +7,7 @@ instead of skipping, so a green run always means the servers were really exercis
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 
@@ -46,3 +47,24 @@ def unique_name(request) -> str:
     """A name no other test (or earlier run) uses: for topics, tables, ids."""
     base = "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:30]
     return f"t_{base}_{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def shared_catalog(tmp_path):
+    """An Iceberg catalog of this test (same database as the stack's, a name of its own) whose
+    warehouse executors on the cluster's worker can reach; TWOPHASE_ICEBERG_CATALOG names it
+    meanwhile, and its tables are purged at the end."""
+    from twophase.participants.iceberg import catalog_of
+
+    stack = os.environ["TWOPHASE_ICEBERG_CATALOG"]
+    catalog = json.dumps({**json.loads(stack), "name": f"shared_{uuid.uuid4().hex[:8]}",
+                          "warehouse": (tmp_path / "warehouse").as_uri()})
+    os.environ["TWOPHASE_ICEBERG_CATALOG"] = catalog
+    try:
+        yield catalog
+    finally:
+        cat = catalog_of(catalog)
+        for namespace in cat.list_namespaces():
+            for identifier in cat.list_tables(namespace):
+                cat.purge_table(identifier)
+        os.environ["TWOPHASE_ICEBERG_CATALOG"] = stack

@@ -207,3 +207,16 @@ def drop_iceberg_table(name: str) -> None:
         fs.delete_dir(path)
     except FileNotFoundError:
         pass
+
+
+def localstack(module: str):
+    """A module of the local stack's own code (scripts/localstack), as scripts/stack runs it:
+    e.g. localstack("kafka_cluster").pids() for the three brokers' processes."""
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        return importlib.import_module(f"localstack.{module}")
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))

@@ -4,12 +4,16 @@ usage: crash_driver.py MANY_JSON RUN_ID ROWS MIN_ROWS [prepare-only]
 MANY_JSON: the targets of the `many` fixture (support.many_spec: three tables over two
 databases, two topics, an Iceberg table). A failpoint (TWOPHASE_FAILPOINT) kills this process, or
 a Spark worker, part-way (or pauses it: TWOPHASE_FAILPOINT_WAIT). `prepare-only`: begin and
-prepare, as the prepare task does, then exit.
+prepare, as the prepare task does, then exit. TWOPHASE_TEST_SPARK_MASTER: a master other than
+local mode (the stack's cluster: its executors get the twophase package as a py-file, one core
+each, so two drivers at once both get executors).
 """
 
 import json
 import os
 import sys
+import tempfile
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -21,7 +25,16 @@ from twophase.states import State
 from twophase.voting import MinRows
 
 many, run_id, rows, min_rows = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-spark = (SparkSession.builder.master("local[2, 4]").config("spark.ui.enabled", "false").getOrCreate())
+master = os.environ.get("TWOPHASE_TEST_SPARK_MASTER", "local[2, 4]")
+builder = SparkSession.builder.master(master).config("spark.ui.enabled", "false")
+if not master.startswith("local"):
+    builder = (builder.config("spark.cores.max", "1").config("spark.executor.cores", "1")
+               .config("spark.executor.memory", "1g"))
+spark = builder.getOrCreate()
+if not master.startswith("local"):
+    from twophase_airflow.prepare_operator import package_zip
+
+    spark.sparkContext.addPyFile(str(package_zip(Path(tempfile.mkdtemp()))))
 env = Connections.from_env()
 conns = Connections(env.pg_dsn, env.kafka_bootstrap, {REPORTING: ("postgres", os.environ["TWOPHASE_REPORTING_DSN"])},
                     iceberg_catalog=env.iceberg_catalog)

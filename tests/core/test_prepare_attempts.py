@@ -4,7 +4,8 @@ Airflow retries the prepare task when the process that ran spark-submit died (a 
 restart, an evicted pod), while the first attempt's Spark driver may still run: a zombie
 (apache/airflow#17479). Here both attempts are real processes running the coordinator's
 prepare of the multi-target load (support.many_spec: three tables over two databases, two
-topics, an Iceberg table) with real Spark. The zombie pauses at a failpoint after its first
+topics, an Iceberg table) with real Spark: in local mode, and on the stack's Spark cluster
+(both applications at once, one executor each on the worker that cannot see the checkout). The zombie pauses at a failpoint after its first
 Postgres PREPARE; the retry, with a different number of rows, runs whole meanwhile; then the
 zombie goes on, finds itself superseded and discards its own. Exactly the retry's rows and
 records are committed, nothing of the zombie's is visible or left behind. (A zombie that dies
@@ -24,9 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from support import iceberg_leftovers, many_seen, many_spec
+from support import REPORTING, iceberg_leftovers, many_seen, many_spec
 from twophase import coordinator, recovery
 from twophase.participants.postgres import prepared_gids, staging_tables
+from twophase.spec import Connections
 from twophase.states import State
 from twophase.verify import verify
 
@@ -50,20 +52,36 @@ def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 240) -> None:
         time.sleep(0.2)
 
 
+def on_the_cluster(request) -> dict:
+    """The environment of prepare processes whose executors run on the stack's Spark cluster
+    (a worker that cannot see the checkout), with an Iceberg catalog whose warehouse it can
+    reach (its tables' files are written by the executors)."""
+    master, python = os.environ.get("TWOPHASE_CLUSTER_SPARK_MASTER"), os.environ.get("TWOPHASE_CLUSTER_EXECUTOR_PYTHON")
+    if not (master and python):
+        pytest.fail("the stack's cluster is not in the environment: `scripts/stack cluster up` and "
+                    "eval \"$(scripts/stack env)\" first (scripts/test does both)")
+    catalog = request.getfixturevalue("shared_catalog")
+    return {"TWOPHASE_TEST_SPARK_MASTER": master, "PYSPARK_PYTHON": python, "TWOPHASE_ICEBERG_CATALOG": catalog}
+
+
 @pytest.mark.slow
-def test_a_zombie_prepare_attempt_never_counts(txlog, many_conns, many, pg_dsn, reporting_dsn,
-                                               kafka_bootstrap, tmp_path):
+@pytest.mark.parametrize("where", ["local", "cluster"])
+def test_a_zombie_prepare_attempt_never_counts(where, txlog, many, pg_dsn, reporting_dsn, kafka_bootstrap, tmp_path,
+                                               request):
+    env = on_the_cluster(request) if where == "cluster" else {}
+    many_conns = Connections(pg_dsn, kafka_bootstrap, {REPORTING: ("postgres", reporting_dsn)},
+                             iceberg_catalog=os.environ["TWOPHASE_ICEBERG_CATALOG"])
     spec = many_spec(many, many["topic"])
     gate = tmp_path / "zombie-may-go-on"
     first = start_prepare(many, spec.run_id, ZOMBIE_ROWS,
-                          {"TWOPHASE_FAILPOINT": "pg.after_prepare", "TWOPHASE_FAILPOINT_WAIT": str(gate)})
+                          {**env, "TWOPHASE_FAILPOINT": "pg.after_prepare", "TWOPHASE_FAILPOINT_WAIT": str(gate)})
     try:
         wait_for(Path(f"{gate}.reached"), first)
         assert txlog.get(spec.load_id).prepare_attempt == 1
         assert any(gid.startswith(f"twophase:{spec.load_id}") for gid in prepared_gids(pg_dsn)), \
             "the zombie's PREPARE is not there"
 
-        retry = start_prepare(many, spec.run_id, RETRY_ROWS, {})
+        retry = start_prepare(many, spec.run_id, RETRY_ROWS, env)
         out, err = retry.communicate(timeout=300)
         assert retry.returncode == 0, err[-3000:]
         load = txlog.get(spec.load_id)

@@ -26,6 +26,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from support import localstack
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -38,12 +40,7 @@ def _required_env(name: str) -> str:
 
 def _kafka_cluster_module():
     """The stack's own code for the three brokers (their pid files), as scripts/stack runs it."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        from localstack import kafka_cluster
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    return kafka_cluster
+    return localstack("kafka_cluster")
 
 
 # Submitted with spark-submit (client mode), as Airflow's operator does: a SparkSession of
