@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -68,3 +71,31 @@ def shared_catalog(tmp_path):
             for identifier in cat.list_tables(namespace):
                 cat.purge_table(identifier)
         os.environ["TWOPHASE_ICEBERG_CATALOG"] = stack
+
+
+STACK = Path(__file__).resolve().parents[1] / "scripts" / "stack"
+
+
+def pytest_collection_modifyitems(items):
+    """The tests marked `cluster` run last, together, so the stack's cluster (started by
+    their `stack_cluster` fixture) is up only while they run: idle, it still takes CPU."""
+    items.sort(key=lambda item: item.get_closest_marker("cluster") is not None)
+
+
+@pytest.fixture(scope="session")
+def stack_cluster():
+    """The stack's cluster up (`scripts/stack cluster up`), its environment
+    (TWOPHASE_CLUSTER_*, AIRFLOW_CONN_SPARK_CLUSTER, ...) in os.environ; stopped at the end
+    of the session if this fixture started it."""
+    started = subprocess.run([str(STACK), "cluster", "status"], capture_output=True).returncode != 0
+    up = subprocess.run([str(STACK), "cluster", "up"], capture_output=True, text=True, timeout=900)
+    if up.returncode != 0:
+        pytest.fail(f"scripts/stack cluster up failed:\n{up.stdout[-2000:]}{up.stderr[-2000:]}")
+    env = subprocess.run([str(STACK), "cluster", "env"], capture_output=True, text=True, timeout=120, check=True)
+    for line in env.stdout.splitlines():
+        if line.startswith("export "):
+            key, _, value = line[len("export "):].partition("=")
+            os.environ[key] = shlex.split(value)[0] if value else ""
+    yield
+    if started:
+        subprocess.run([str(STACK), "cluster", "down"], capture_output=True, timeout=300)

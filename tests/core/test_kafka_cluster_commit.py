@@ -46,6 +46,8 @@ def _busiest_leader(bootstrap: str, topic: str) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.cluster
+@pytest.mark.usefixtures("stack_cluster")
 def test_a_broker_killed_mid_copy_and_the_load_still_commits_exactly_once(spark, txlog, pg_dsn, target, tmp_path,
                                                                          monkeypatch):
     bootstrap, brokers = _cluster_bootstrap(), localstack("kafka_cluster")

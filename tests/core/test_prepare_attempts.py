@@ -56,6 +56,7 @@ def on_the_cluster(request) -> dict:
     """The environment of prepare processes whose executors run on the stack's Spark cluster
     (a worker that cannot see the checkout), with an Iceberg catalog whose warehouse it can
     reach (its tables' files are written by the executors)."""
+    request.getfixturevalue("stack_cluster")
     master, python = os.environ.get("TWOPHASE_CLUSTER_SPARK_MASTER"), os.environ.get("TWOPHASE_CLUSTER_EXECUTOR_PYTHON")
     if not (master and python):
         pytest.fail("the stack's cluster is not in the environment: `scripts/stack cluster up` and "
@@ -65,7 +66,7 @@ def on_the_cluster(request) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("where", ["local", "cluster"])
+@pytest.mark.parametrize("where", ["local", pytest.param("cluster", marks=pytest.mark.cluster)])
 def test_a_zombie_prepare_attempt_never_counts(where, txlog, many, pg_dsn, reporting_dsn, kafka_bootstrap, tmp_path,
                                                request):
     env = on_the_cluster(request) if where == "cluster" else {}

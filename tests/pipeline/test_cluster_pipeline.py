@@ -23,7 +23,7 @@ from orders_sample.generate import generate
 from support import localstack
 from test_orders_pipeline import assert_exact_result, assert_verified, loads_of_day
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.usefixtures("stack_cluster")]
 
 
 def _on_the_cluster(monkeypatch, catalog: str) -> None:

@@ -76,6 +76,8 @@ spark.stop()
 """
 
 
+@pytest.mark.cluster
+@pytest.mark.usefixtures("stack_cluster")
 def test_executors_run_the_workers_own_python_and_cannot_see_the_checkout(tmp_path):
     master = _required_env("TWOPHASE_CLUSTER_SPARK_MASTER")
     executor_python = _required_env("TWOPHASE_CLUSTER_EXECUTOR_PYTHON")
@@ -125,6 +127,8 @@ def _wait_for(check, timeout: float, what: str):
         time.sleep(0.5)
 
 
+@pytest.mark.cluster
+@pytest.mark.usefixtures("stack_cluster")
 def test_three_brokers_replicate_and_survive_one_killed():
     bootstrap = _required_env("TWOPHASE_CLUSTER_KAFKA_BOOTSTRAP")
     kafka_cluster = _kafka_cluster_module()
