@@ -35,6 +35,12 @@ def pg_dsn() -> str:
 
 
 @pytest.fixture(scope="session")
+def admin_dsn() -> str:
+    """The stack's Postgres superuser over its private socket (tests that create roles)."""
+    return _required_env("TWOPHASE_PG_ADMIN_DSN")
+
+
+@pytest.fixture(scope="session")
 def kafka_bootstrap() -> str:
     return _required_env("TWOPHASE_KAFKA_BOOTSTRAP")
 

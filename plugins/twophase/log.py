@@ -285,10 +285,7 @@ class TransactionLog:
           COMMITTING or ABORTING, the phase timestamp and a history row, in one transaction.
         """
         with self._cursor() as cur:
-            cur.execute("select state, prepare_attempt from twophase.loads where load_id = %s for update", (load_id,))
-            row = cur.fetchone()
-            if row is None:
-                raise UnknownLoad(f"no load {load_id!r} in the transaction log")
+            row = self._lock(cur, load_id)
             current = State(row["state"])
             if attempt is not None and row["prepare_attempt"] != attempt:
                 raise Superseded(load_id, attempt, row["prepare_attempt"], current)
@@ -322,10 +319,7 @@ class TransactionLog:
         only this attempt may record votes or move the load to PREPARED (Superseded for the
         others). Not PREPARING: StateConflict."""
         with self._cursor() as cur:
-            cur.execute("select state from twophase.loads where load_id = %s for update", (load_id,))
-            row = cur.fetchone()
-            if row is None:
-                raise UnknownLoad(f"no load {load_id!r} in the transaction log")
+            row = self._lock(cur, load_id)
             if row["state"] != State.PREPARING.value:
                 raise StateConflict(load_id, State(row["state"]), [State.PREPARING])
             cur.execute("update twophase.loads set prepare_attempt = prepare_attempt + 1, prepare_error = null, "
@@ -334,15 +328,21 @@ class TransactionLog:
             cur.execute("delete from twophase.votes where load_id = %s", (load_id,))
             return attempt
 
+    @staticmethod
+    def _lock(cur, load_id: str) -> dict:
+        """The load's state and prepare attempt, its row locked until the transaction ends."""
+        cur.execute("select state, prepare_attempt from twophase.loads where load_id = %s for update", (load_id,))
+        row = cur.fetchone()
+        if row is None:
+            raise UnknownLoad(f"no load {load_id!r} in the transaction log")
+        return row
+
     def _fence(self, cur, load_id: str, attempt: int | None) -> None:
         """Under the load's row lock: Superseded unless `attempt` (when given) is the
         latest and the load still PREPARING."""
         if attempt is None:
             return
-        cur.execute("select state, prepare_attempt from twophase.loads where load_id = %s for update", (load_id,))
-        row = cur.fetchone()
-        if row is None:
-            raise UnknownLoad(f"no load {load_id!r} in the transaction log")
+        row = self._lock(cur, load_id)
         if row["prepare_attempt"] != attempt or row["state"] != State.PREPARING.value:
             raise Superseded(load_id, attempt, row["prepare_attempt"], State(row["state"]))
 

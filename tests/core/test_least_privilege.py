@@ -9,7 +9,6 @@ with the in-process staging pass (LocalStage: the real PostgresWriter, no Spark)
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 import subprocess
@@ -109,14 +108,6 @@ class Locked:
         return tuple(_admin(self.admin, sql, fetch=True)[0][0] for sql in (
             "select count(*) from pg_prepared_xacts where database = current_database()",
             "select count(*) from pg_tables where schemaname = 'twophase_staging'"))
-
-
-@pytest.fixture(scope="session")
-def admin_dsn() -> str:
-    admin = os.environ.get("TWOPHASE_PG_ADMIN_DSN")
-    if not admin:
-        pytest.fail("TWOPHASE_PG_ADMIN_DSN is not set: the stack's admin connection (eval \"$(scripts/stack env)\")")
-    return admin
 
 
 @pytest.fixture(scope="module")
