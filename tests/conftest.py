@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import subprocess
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -79,9 +77,6 @@ def shared_catalog(tmp_path):
         os.environ["TWOPHASE_ICEBERG_CATALOG"] = stack
 
 
-STACK = Path(__file__).resolve().parents[1] / "scripts" / "stack"
-
-
 def pytest_collection_modifyitems(items):
     """The tests marked `cluster` run last, together, so the stack's cluster (started by
     their `stack_cluster` fixture) is up only while they run: idle, it still takes CPU."""
@@ -93,15 +88,14 @@ def stack_cluster():
     """The stack's cluster up (`scripts/stack cluster up`), its environment
     (TWOPHASE_CLUSTER_*, AIRFLOW_CONN_SPARK_CLUSTER, ...) in os.environ; stopped at the end
     of the session if this fixture started it."""
-    started = subprocess.run([str(STACK), "cluster", "status"], capture_output=True).returncode != 0
-    up = subprocess.run([str(STACK), "cluster", "up"], capture_output=True, text=True, timeout=900)
+    from support import ROOT, localstack
+
+    stack = str(ROOT / "scripts" / "stack")
+    started = subprocess.run([stack, "cluster", "status"], capture_output=True).returncode != 0
+    up = subprocess.run([stack, "cluster", "up"], capture_output=True, text=True, timeout=900)
     if up.returncode != 0:
         pytest.fail(f"scripts/stack cluster up failed:\n{up.stdout[-2000:]}{up.stderr[-2000:]}")
-    env = subprocess.run([str(STACK), "cluster", "env"], capture_output=True, text=True, timeout=120, check=True)
-    for line in env.stdout.splitlines():
-        if line.startswith("export "):
-            key, _, value = line[len("export "):].partition("=")
-            os.environ[key] = shlex.split(value)[0] if value else ""
+    os.environ.update(localstack("cluster").environment())  # what `scripts/stack cluster env` prints
     yield
     if started:
-        subprocess.run([str(STACK), "cluster", "down"], capture_output=True, timeout=300)
+        subprocess.run([stack, "cluster", "down"], capture_output=True, timeout=300)
