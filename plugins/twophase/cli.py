@@ -25,11 +25,12 @@ def cmd_status(log, conns, args) -> int:
     if not loads:
         print("no loads in the transaction log yet")
         return 0
-    indent = " " * 37
-    print(f"{'state':<11} {'prepare':>8} {'vote':>6} {'phase2':>7}  load_id / counts per target / reason")
+    indent = " " * 46
+    print(f"{'state':<11} {'prepare':>8} {'vote':>6} {'phase2':>7} {'exposed':>8}  "
+          "load_id / counts per target / reason")
     for s in loads:
-        t = [f"{v:.1f}s" if v is not None else "-" for v in (s.prepare_s, s.vote_s, s.phase2_s)]
-        print(f"{s.state:<11} {t[0]:>8} {t[1]:>6} {t[2]:>7}  {s.load_id}")
+        t = [f"{v:.1f}s" if v is not None else "-" for v in (s.prepare_s, s.vote_s, s.phase2_s, s.exposure_s)]
+        print(f"{s.state:<11} {t[0]:>8} {t[1]:>6} {t[2]:>7} {t[3]:>8}  {s.load_id}")
         if s.counts:
             print(f"{indent}{s.describe_counts()}")
         if s.reason:

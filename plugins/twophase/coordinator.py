@@ -3,7 +3,7 @@
 Each step is one call (an Airflow task calls exactly one), safe to retry, and starts by
 reading the load's state from the log, so a retry resumes where the last attempt stopped:
 
-    begin -> prepare -> vote (decide) -> commit | rollback
+    begin -> prepare -> vote (ready, decide) -> commit | rollback
 
 The coordinator names no kind of participant: it drives every participant of the load
 through the contract (twophase.participant) and commits them in commit order (those whose
@@ -193,10 +193,14 @@ def _prepare(log: TransactionLog, load: Load, parts: list[Participant], df, metr
 
 
 def vote(log: TransactionLog, conns: Connections, load_id: str, rules=()) -> Load:
-    """Check the votes and decide; the decision is durable before this returns.
+    """Check the votes, make every participant ready, and decide; the decision is durable
+    before this returns.
 
     Already decided: returns the load unchanged. Still PREPARING (prepare failed or is
-    missing): decides ABORT.
+    missing): decides ABORT. Every vote yes and the rules passed: the log records when the
+    load's exposure starts (`exposed_at`), then each participant's ready() takes what its
+    commit needs (a prepared transaction) and checks its staging is still whole; its
+    readied vote replaces the prepared one. A no from ready aborts, naming why.
     """
     with _step(log, load_id, conns) as (load, parts):
         return _vote(log, load, parts, rules)
@@ -214,7 +218,7 @@ def _vote(log: TransactionLog, load: Load, parts: list[Participant], rules) -> L
         reasons = reasons_to_abort([p.name for p in parts], votes, _expected(load), list(rules), load.metrics,
                                    load.expected_rows)
         if not reasons:
-            reasons = _live_checks(parts, votes)
+            reasons = _make_ready(log, load_id, parts, votes)
     try:
         if reasons:
             decided, _ = log.transition(load_id, State.ABORTING, expect=[State.PREPARING, State.PREPARED],
@@ -239,19 +243,26 @@ def _expected(load: Load) -> dict[str, int] | None:
     return {name: load.expected_rows for name in load.participants}  # the old form: {"postgres": ..., "kafka": ...}
 
 
-def _live_checks(parts: list[Participant], votes: dict[str, Vote]) -> list[str]:
-    """Every participant's check(); a server down raises (RetryLater), any other error of
-    a check is a reason to abort (aborting is always safe before the decision)."""
+def _make_ready(log: TransactionLog, load_id: str, parts: list[Participant], votes: dict[str, Vote]) -> list[str]:
+    """Every participant's ready(), in commit order, its readied vote logged; the
+    reasons to abort ([] when all are ready). A server down raises (RetryLater, the load
+    still PREPARED: a retried vote readies again); any other error of ready is a reason to
+    abort (aborting is always safe before the decision, and abort undoes what ready took)."""
+    log.mark_exposed(load_id)
     reasons = []
-    for p in parts:
+    for p in commit_order(parts):
         try:
-            problem = p.check(votes[p.name])
+            readied = p.ready(votes[p.name])
         except ServerUnreachable:
             raise
         except Exception as exc:  # noqa: BLE001 - see above
-            problem = f"the live check of {p.name} failed: {root_cause(exc)}"
-        if problem:
-            reasons.append(problem)
+            reasons.append(f"{p.name} could not be made ready: {root_cause(exc)}")
+            continue
+        if readied != votes[p.name]:
+            log.record_vote(load_id, readied)
+        if not readied.yes:
+            reasons.append(f"{p.name} is not ready: {readied.reason}")
+    failpoints.hit("coordinator.readied")
     return reasons
 
 

@@ -18,9 +18,11 @@ import time
 POINTS = (
     "spark.partition_staged",       # a Spark task staged its partition, before it reports
     "spark.partition_midway",       # a Spark task streamed its first Arrow batch, not the rest
-    "pg.before_prepare",            # promotion done, PREPARE TRANSACTION not yet sent
-    "pg.after_prepare",             # PREPARE TRANSACTION done, votes not yet logged
+    "pg.prepared",                  # Postgres staging counted, its vote not yet returned
     "coordinator.votes_logged",     # votes logged, state not yet PREPARED
+    "pg.before_prepare",            # vote task: promotion done, PREPARE TRANSACTION not yet sent
+    "pg.after_prepare",             # vote task: PREPARE TRANSACTION done, readied vote not yet logged
+    "coordinator.readied",          # vote task: every participant ready, decision not yet logged
     "coordinator.decision_logged",  # decision logged, no phase-2 action yet
     "kafka.copy_middle",            # half of the Kafka copy produced, not committed
     "kafka.copy_committed",         # Kafka copy committed, COMMIT PREPARED not yet sent

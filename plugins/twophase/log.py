@@ -86,6 +86,11 @@ MIGRATIONS = [
     """
     alter table twophase.loads add column prepare_attempt int not null default 0;
     """,
+    # When the load's exposure started: the vote began making its participants ready (a
+    # prepared transaction, locks on targets), held until the commit or rollback ends.
+    """
+    alter table twophase.loads add column exposed_at timestamptz;
+    """,
 ]
 
 # What a role that runs loads needs on the log (its schema made and migrated by an admin):
@@ -156,6 +161,7 @@ class Load:
     finished_at: datetime | None
     updated_at: datetime
     prepare_attempt: int = 0    # the latest prepare attempt claimed (0: none yet)
+    exposed_at: datetime | None = None  # the vote began making participants ready (holding locks)
 
     @property
     def attempt(self) -> int:
@@ -357,6 +363,13 @@ class TransactionLog:
             cur.execute("update twophase.loads set expected = %s, expected_rows = %s, metrics = %s, "
                         "prepare_error = null, updated_at = now() where load_id = %s",
                         (json.dumps(expected), rows, json.dumps(metrics or {}), load_id))
+
+    def mark_exposed(self, load_id: str) -> None:
+        """The vote starts making the load's participants ready: its exposure window (what
+        it holds on targets until phase 2 ends) starts now, unless an earlier vote started it."""
+        with self._cursor() as cur:
+            cur.execute("update twophase.loads set exposed_at = coalesce(exposed_at, now()), updated_at = now() "
+                        "where load_id = %s", (load_id,))
 
     def record_prepare_error(self, load_id: str, error: str, attempt: int | None = None) -> None:
         """Why the prepare job failed, for the vote's reason and the rollback's log; an

@@ -64,7 +64,7 @@ class MemoryLog:
                 expected_rows=None, expected=None, metrics={}, prepare_error=None,
                 data_interval_start=start, data_interval_end=_timestamp(interval[1]),
                 began_at=now, prepared_at=None, decided_at=None, finished_at=None, updated_at=now,
-                prepare_attempt=0)
+                prepare_attempt=0, exposed_at=None)
             self._transitions[spec.load_id] = [Transition(None, State.PREPARING.value, None, now)]
             return self.get(spec.load_id), True
 
@@ -121,6 +121,11 @@ class MemoryLog:
             for row in self._rows(load_id):
                 row.update(expected=_json(expected), expected_rows=rows,
                            metrics=_json(metrics or {}), prepare_error=None, updated_at=self._clock())
+
+    def mark_exposed(self, load_id: str) -> None:
+        with self._lock:
+            for row in self._rows(load_id):
+                row.update(exposed_at=row.get("exposed_at") or self._clock(), updated_at=self._clock())
 
     def record_prepare_error(self, load_id: str, error: str, attempt: int | None = None) -> None:
         with self._lock:

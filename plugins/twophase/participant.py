@@ -8,9 +8,11 @@ same hooks and never looks inside their data:
 
     driver      stage(frames)             make staging; returns writers for the executors
     executors   PartitionWriter           open(partition, attempt) / write(batch)* / close()
-    driver      prepare(marks, reports)   make the staged data ready to commit; vote
+    driver      prepare(marks, reports)   check what was staged, holding nothing; vote
     driver      discard()                 a superseded prepare attempt drops its own staging
-    vote task   check(vote)               live check right before the decision
+    vote task   ready(vote) -> Vote       right before the decision: make the load ready to
+                                          commit (take what commit needs: a prepared
+                                          transaction) and check the staging is still whole
     phase 2     commit(vote) | abort(vote or None), then clean_up(vote)
     any time    visible(load_ids)         what real readers see of the loads (verify, tests)
     recovery    sweep(endpoint, state_of) this kind's orphans: staging of ended or unknown loads
@@ -29,6 +31,12 @@ Rules every implementation keeps (the contract suite, tests/contract, checks the
 - Every hook is idempotent. A repeated commit returns ALREADY_DONE, a repeated abort
   DONE or ALREADY_DONE, never a second effect.
 - Nothing is visible to readers before commit; after abort nothing of the load ever is.
+- prepare holds nothing on a target (no lock, no open or prepared transaction): a load
+  may wait long between prepare and the vote (an audit, a person's approval). Only
+  ready() takes what commit needs, and the exposure window (the log's `exposed_at` to the
+  commit's end) is ready() plus phase 2. ready() is repeatable (a retried vote runs it
+  again) and votes no, naming it, when staging was lost while the load waited (a crash
+  restart empties unlogged tables, retention deletes staged records).
 - commit after abort, and abort after commit, return FAILED naming why; they never act.
 - commit and abort return an Outcome on every branch they know. An exception they did not
   expect is mapped to an outcome in one place (`outcome_of`), never escapes raw.
@@ -151,11 +159,13 @@ class Participant(ABC):
         its own to drop (staging that only the vote's names can promote)."""
         return ""
 
-    def check(self, vote: Vote) -> str:
-        """Live check just before the decision: '' when the vote still holds, else why not
-        (the prepared transaction vanished, staged records expired). ServerUnreachable
-        when it cannot tell now."""
-        return ""
+    def ready(self, vote: Vote) -> Vote:
+        """Vote task, after every vote is yes and the rules passed, right before the
+        decision: make the load ready to commit and vote again. Returns the vote commit
+        and abort will read (the same one, or with more in `committable`), or a no vote
+        naming what no longer holds (staging lost, a target dropped). ServerUnreachable
+        when it cannot tell now. Idempotent. The default: the vote stands."""
+        return vote
 
     @abstractmethod
     def commit(self, vote: Vote) -> Outcome:

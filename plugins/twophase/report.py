@@ -33,7 +33,7 @@ _PAGE = """
                        'counts', v.counts, 'summary', v.summary) order by v.participant), '[]')
             from twophase.votes v where v.load_id = l.load_id) as votes
     from (select load_id, pipeline, run_id, state, decision, reason, data_interval_start, data_interval_end,
-                 expected, began_at, prepared_at, decided_at, finished_at
+                 expected, began_at, prepared_at, decided_at, finished_at, exposed_at
           from twophase.loads
           where (%(pipeline)s::text is null or pipeline = %(pipeline)s)
             and (%(state)s::text is null or state = %(state)s)
@@ -82,6 +82,7 @@ class LoadSummary:
     finished_at: datetime | None
     expected: dict[str, int] | None = None      # Spark's rows per target (None: not prepared yet)
     votes: dict[str, VoteSummary] = field(default_factory=dict)  # by participant, sorted by name
+    exposed_at: datetime | None = None  # the vote began making participants ready (None: never got there)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -105,6 +106,12 @@ class LoadSummary:
     def phase2_s(self) -> float | None:
         return seconds(self.decided_at, self.finished_at)
 
+    @property
+    def exposure_s(self) -> float | None:
+        """The exposure window: from the vote making participants ready (the first lock,
+        the prepared transaction) to the end of phase 2; None until both happened."""
+        return seconds(self.exposed_at, self.finished_at)
+
     def describe_counts(self, fmt=str, sep: str = " · ") -> str:
         """One line: "analytics.customer_daily_totals 5000 · customer-daily-totals 5000"."""
         return sep.join(f"{target} {fmt(n)}" for target, n in self.counts.items())
@@ -120,6 +127,7 @@ class LoadSummary:
             "votes": {name: v.to_json() for name, v in self.votes.items()},
             "began_at": iso(self.began_at),
             "prepare_s": self.prepare_s, "vote_s": self.vote_s, "phase2_s": self.phase2_s,
+            "exposed_at": iso(self.exposed_at), "exposure_s": self.exposure_s,
         }
 
 
@@ -136,7 +144,7 @@ def summarize(row: dict, votes: Iterable[Vote]) -> LoadSummary:
         state=getattr(state, "value", state), decision=row["decision"], reason=row["reason"],
         data_interval_start=row["data_interval_start"], data_interval_end=row.get("data_interval_end"),
         began_at=row["began_at"], prepared_at=row["prepared_at"], decided_at=row["decided_at"],
-        finished_at=row["finished_at"], expected=row.get("expected"),
+        finished_at=row["finished_at"], expected=row.get("expected"), exposed_at=row.get("exposed_at"),
         votes={v.participant: _vote(v) for v in sorted(votes, key=lambda v: v.participant)},
     )
 

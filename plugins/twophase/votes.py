@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 
@@ -17,6 +17,10 @@ class Vote:
     reason: str = ""                # why the vote is no
     counts: dict[str, int] = field(default_factory=dict)  # per target: rows or records staged
     summary: str = ""               # one line for logs and the UI: where the load is staged
+
+    def no(self, reason: str) -> "Vote":
+        """The same vote turned no, for `reason`."""
+        return replace(self, yes=False, reason=reason)
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -188,6 +188,7 @@ def commit(cfg: LoadConfig, pipeline: str, context, assets) -> None:
     counts = _counts(txlog.votes(lid).values())
     log.info("COMMITTED load %s: %s (readers see all of it now)", lid,
              ", ".join(f"{n} in {target}" for target, n in counts.items()))
+    _log_exposure(load)
     extra = {"load_id": lid, "counts": counts, "data_interval_start": str(load.data_interval_start),
              "mode": context["params"].get("mode", "append")}
     for asset in assets:
@@ -211,6 +212,16 @@ def rollback(cfg: LoadConfig, pipeline: str, context) -> None:
         log.warning("rejected input lines: %s (by reason: %s); kept in %s", before.metrics["rejected_lines"],
                     before.metrics.get("rejected_by_reason"), before.input.get("rejects", "the job's rejects folder"))
     log.info("the input is untouched: %s; fix the cause and trigger the day again", before.input.get("path", before.input))
+    _log_exposure(txlog.get(lid))
+
+
+def _log_exposure(load) -> None:
+    """How long the load held anything on its targets (locks, a prepared transaction)."""
+    if load.exposed_at is None:
+        log.info("exposure window: none (no participant was made ready, nothing was held on a target)")
+    elif load.finished_at is not None:
+        log.info("exposure window: %.3f s (from the vote making participants ready to the end of phase 2)",
+                 (load.finished_at - load.exposed_at).total_seconds())
 
 
 def finish(cfg: LoadConfig, pipeline: str, context) -> None:

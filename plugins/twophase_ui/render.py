@@ -150,6 +150,8 @@ def list_page(rows: list[LoadSummary], *, detail_url: Callable[[str], str], pipe
         counts_of = lambda r: "".join(f'<td class="num">{count(r.counts.get(t))}</td>' for t in targets)  # noqa: E731
     head = ("<tr><th>Began</th><th>Load / DAG run</th><th>Pipeline</th><th>State</th><th>Decision</th>"
             f"{count_heads}<th>Prepare</th><th>Vote</th><th>Phase 2</th>"
+            '<th title="from the vote making participants ready (locks, a prepared transaction) to the end of '
+            'phase 2\">Exposed</th>'
             "<th>Reason</th></tr>")
     body = "".join(
         "<tr>"
@@ -160,7 +162,7 @@ def list_page(rows: list[LoadSummary], *, detail_url: Callable[[str], str], pipe
         f"<td>{_state(r.state)}</td><td>{e(r.decision)}</td>"
         f"{counts_of(r)}"
         f'<td class="num">{duration(r.prepare_s)}</td><td class="num">{duration(r.vote_s)}</td>'
-        f'<td class="num">{duration(r.phase2_s)}</td>'
+        f'<td class="num">{duration(r.phase2_s)}</td><td class="num">{duration(r.exposure_s)}</td>'
         f'<td class="reason">{e(r.reason)}</td>'
         "</tr>"
         for r in rows
@@ -194,6 +196,10 @@ def detail_page(detail: LoadDetail, *, list_url: str) -> str:
         ("Phase timings", f"prepare {duration(seconds(load.began_at, load.prepared_at))}, "
                           f"vote {duration(seconds(load.prepared_at, load.decided_at))}, "
                           f"phase 2 {duration(seconds(load.decided_at, load.finished_at))}"),
+        ("Exposure window", f"{duration(seconds(load.exposed_at, load.finished_at))}"
+                            + (f" (from {e(when(load.exposed_at))}: locks and prepared transactions held from the "
+                               "vote's ready to the end of phase 2)" if load.exposed_at else
+                               " (never exposed: nothing was held on a target)")),
     ]
     dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in summary)
     vote_rows = "".join(

@@ -69,6 +69,7 @@ class Harness(ABC):
     kind: str
     participant_class: type[Participant]
     sweeps_staging = True  # False: staging of this kind is never swept (Kafka: retention deletes it)
+    holds_when_ready = False  # True: ready() takes something that blocks others (a prepared transaction)
 
     def __init__(self, request: pytest.FixtureRequest):
         self.request = request
@@ -105,6 +106,16 @@ class Harness(ABC):
     @abstractmethod
     def lose_prepared(self, load_id: str, vote: Vote) -> None:
         """Lose the load's prepared data outside the protocol (an operator, retention)."""
+
+    def lose_staged(self, load_id: str, vote: Vote) -> None:
+        """Lose what the load staged while it waits for its vote (prepared, not ready):
+        what a server restart or retention can take. Default: as lose_prepared."""
+        self.lose_prepared(load_id, vote)
+
+    def held(self, load_id: str) -> list[str]:
+        """What the load holds on the server that blocks others (open or prepared
+        transactions, locks), described. Default: nothing of the kind exists."""
+        return []
 
     def sweep(self, state_of: Callable[[set[str]], Mapping]) -> list[Swept]:
         return self.participant_class.sweep(self.endpoint, state_of)
@@ -203,6 +214,7 @@ class SparkHarness(Harness):
 
 class PostgresHarness(SparkHarness):
     kind = "postgres"
+    holds_when_ready = True  # the prepared transaction, with its locks on the target tables
 
     def __init__(self, request):
         super().__init__(request)
@@ -257,6 +269,32 @@ class PostgresHarness(SparkHarness):
             with conn.cursor() as cur:
                 return ([f"prepared transaction {g}" for g in self._gids(cur, load_id)]
                         + [f"staging table {ids.STAGING_SCHEMA}.{t}" for t in self._staging_tables(cur, load_id)])
+        finally:
+            conn.close()
+
+    def held(self, load_id):
+        """The load's prepared transactions, and any lock on a target table that a session
+        or prepared transaction took for it (staging tables aside)."""
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                held = [f"prepared transaction {g}" for g in self._gids(cur, load_id)]
+                cur.execute("""select l.relation::regclass::text, l.mode from pg_locks l
+                               join pg_prepared_xacts x on l.virtualtransaction = '-1/' || x.transaction
+                               where x.gid like %s and l.relation is not null""", (f"%{load_id}%",))
+                return held + [f"{mode} on {rel}" for rel, mode in cur.fetchall()]
+        finally:
+            conn.close()
+
+    def lose_staged(self, load_id, vote):
+        """Empty the load's staging tables, as Postgres crash recovery does to unlogged tables."""
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                tables = self._staging_tables(cur, load_id)
+                assert tables, "nothing was staged to lose"
+                for table in tables:
+                    cur.execute(f"truncate {ids.STAGING_SCHEMA}.{table}")
         finally:
             conn.close()
 

@@ -22,12 +22,15 @@ from twophase.participants.memory import LocalStage
 from twophase.states import State
 
 def staged_and_prepared(h, rows=ROWS):
-    """A load staged and prepared on one instance (as the prepare task does): (load id, vote)."""
+    """A load staged and prepared on one instance (as the prepare task does), then made
+    ready on another (as the vote task does): (load id, the readied vote)."""
     lid = h.load_id()
     p = h.participant(lid)
     vote = h.prepare(p, h.stage(p, rows))
     assert vote.yes, vote.reason
-    return lid, vote
+    readied = h.participant(lid).ready(vote)
+    assert readied.yes, readied.reason
+    return lid, readied
 
 
 def visible(h, lid) -> dict[str, int]:
@@ -52,6 +55,11 @@ def test_nothing_visible_before_commit_and_visible_agrees_with_readers_after(har
     vote = h.prepare(p, staged)
     assert vote.yes, vote.reason
     assert_nothing_visible(h, lid)  # prepared
+    assert h.held(lid) == [], "prepare left something held on the server; only ready may take it"
+    vote = h.participant(lid).ready(vote)
+    assert vote.yes, vote.reason
+    assert bool(h.held(lid)) == h.holds_when_ready, h.held(lid)
+    assert_nothing_visible(h, lid)  # ready
 
     assert h.participant(lid).commit(vote).kind == Kind.DONE
     everything = h.all_rows(p)
@@ -177,6 +185,8 @@ def test_a_retried_staging_attempt_leaves_no_duplicate(harness, first_attempt):
     assert vote.yes, vote.reason
     assert vote.counts == h.all_rows(p)
     assert_nothing_visible(h, lid)
+    vote = h.participant(lid).ready(vote)
+    assert vote.yes, vote.reason
     assert h.participant(lid).commit(vote).kind == Kind.DONE
     everything = h.all_rows(p)
     assert h.seen(lid) == everything, "the failed attempt's rows became visible too"
@@ -213,7 +223,8 @@ def test_two_prepare_attempts_at_once_only_the_voted_one_commits(harness, zombie
         assert h.participant(lid, attempt=1).discard() == ""  # fenced by the log: it drops its own
     assert_nothing_visible(h, lid)
 
-    assert h.participant(lid, attempt=2).check(vote) == ""
+    vote = h.participant(lid, attempt=2).ready(vote)
+    assert vote.yes, vote.reason
     assert h.participant(lid, attempt=2).commit(vote).kind == Kind.DONE
     assert h.participant(lid, attempt=2).clean_up(vote) == ""
     retried = h.all_rows(retry, RETRY_ROWS)
@@ -235,7 +246,7 @@ def test_two_prepare_attempts_at_once_only_the_voted_one_commits(harness, zombie
 
 
 @pytest.mark.parametrize("log_says", ["unknown", "ABORTED"])
-@pytest.mark.parametrize("crash_after", ["stage", "prepare"])
+@pytest.mark.parametrize("crash_after", ["stage", "prepare", "ready"])
 def test_orphans_of_a_crashed_load_are_found_and_swept(harness, crash_after, log_says):
     """A load crashes (its instance is dropped) after staging or after preparing; the log
     does not know it, or says ABORTED. sweep() discards its staging and prepared data, and
@@ -245,8 +256,11 @@ def test_orphans_of_a_crashed_load_are_found_and_swept(harness, crash_after, log
     lid = h.load_id()
     p = h.participant(lid)
     staged = h.stage(p)
-    if crash_after == "prepare":
-        assert h.prepare(p, staged).yes
+    if crash_after in ("prepare", "ready"):
+        vote = h.prepare(p, staged)
+        assert vote.yes
+        if crash_after == "ready":
+            assert h.participant(lid).ready(vote).yes
     del p, staged  # the crash: nothing of the process survives
 
     left, bystander_left = h.leftovers(lid), h.leftovers(bystander)
@@ -276,7 +290,8 @@ def test_orphans_of_a_crashed_load_are_found_and_swept(harness, crash_after, log
 
     # The bystander is untouched and still commits whole.
     assert h.leftovers(bystander) == bystander_left
-    assert h.participant(bystander).check(bystander_vote) == ""
+    bystander_vote = h.participant(bystander).ready(bystander_vote)
+    assert bystander_vote.yes, bystander_vote.reason
     assert h.participant(bystander).commit(bystander_vote).kind == Kind.DONE
     assert h.seen(bystander) == h.all_rows(h.participant(bystander))
 
@@ -284,16 +299,35 @@ def test_orphans_of_a_crashed_load_are_found_and_swept(harness, crash_after, log
 # 7 -------------------------------------------------------------------------------------------
 
 
-def test_check_passes_a_valid_vote_and_names_lost_prepared_data(harness):
+def test_ready_is_repeatable_and_a_load_whose_prepared_data_is_lost_cannot_commit(harness):
     h = harness
     lid, vote = staged_and_prepared(h)
-    assert h.participant(lid).check(vote) == ""
-    assert h.participant(lid).check(vote) == "", "check is not repeatable"
+    again = h.participant(lid).ready(vote)
+    assert again.yes, f"ready is not repeatable: {again.reason}"
+    assert again.counts == vote.counts
+    assert_nothing_visible(h, lid)
 
-    h.lose_prepared(lid, vote)
-    problem = h.participant(lid).check(vote)
-    assert isinstance(problem, str) and problem, "check did not notice the prepared data is gone"
-    refused = h.participant(lid).commit(vote)
+    h.lose_prepared(lid, again)
+    refused = h.participant(lid).commit(again)
     assert refused.kind == Kind.FAILED, refused.describe()
     assert_nothing_visible(h, lid)
-    assert h.participant(lid).abort(vote).ok
+    assert h.participant(lid).abort(again).ok
+
+
+def test_ready_votes_no_naming_staging_lost_while_the_load_waited(harness):
+    """Between prepare and the vote a load may wait for hours (an audit, an approval):
+    what a server restart or retention took meanwhile makes ready vote no, naming it,
+    and abort still discards the rest."""
+    h = harness
+    lid = h.load_id()
+    p = h.participant(lid)
+    vote = h.prepare(p, h.stage(p))
+    assert vote.yes, vote.reason
+    h.lose_staged(lid, vote)
+    readied = h.participant(lid).ready(vote)
+    assert not readied.yes, "ready did not notice the staging is gone"
+    assert readied.reason
+    assert h.held(lid) == [], "a ready that voted no left something held"
+    assert h.participant(lid).abort(readied).ok
+    assert_nothing_visible(h, lid)
+    assert h.leftovers(lid) == []

@@ -33,9 +33,10 @@ CASES = {
     "spark.partition_midway": (True, False, State.COMMITTED),
     "spark.partition_staged": (True, False, State.COMMITTED),
     "iceberg.prepared": (True, True, State.ABORTED),
-    "pg.before_prepare": (True, True, State.ABORTED),
-    "pg.after_prepare": (True, True, State.ABORTED),
     "coordinator.votes_logged": (True, True, State.ABORTED),
+    "pg.before_prepare": (True, True, State.ABORTED),     # the vote's ready(), from here on
+    "pg.after_prepare": (True, True, State.ABORTED),
+    "coordinator.readied": (True, True, State.ABORTED),
     "coordinator.decision_logged": (True, True, State.COMMITTED),
     "iceberg.committed": (True, True, State.COMMITTED),
     "kafka.copy_middle": (True, True, State.COMMITTED),

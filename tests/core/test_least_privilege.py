@@ -198,8 +198,9 @@ def test_a_login_without_connect_names_the_grant(locked):
     assert locked.state(spec.load_id) is None
 
 
-def test_a_grant_revoked_after_staging_is_named_by_the_prepare(locked):
-    """The promote's INSERT refused by Postgres (not by the check before staging)."""
+def test_a_grant_revoked_while_the_load_waits_is_named_by_the_vote(locked):
+    """The promote's INSERT (the vote's ready) refused by Postgres, not by the check
+    before staging: the vote aborts naming the grant."""
     spec = _spec("promote")
 
     def stage_then_revoke(frames, stagings):
@@ -213,7 +214,8 @@ def test_a_grant_revoked_after_staging_is_named_by_the_prepare(locked):
         _admin(locked.admin, f"grant insert on lp.latest to {locked.role}")
     load = TransactionLog(locked.dsn).get(spec.load_id)
     named = f"lacks INSERT on lp.latest: GRANT INSERT ON lp.latest TO {locked.role} (docs/clusters.md"
-    assert named in load.prepare_error and named in load.reason, load.reason
+    assert load.prepare_error is None and "postgres could not be made ready" in load.reason, load.reason
+    assert named in load.reason, load.reason
     assert locked.rows(spec.load_id) == {"lp.daily": 0, "lp.latest": 0}
     assert locked.leftovers() == (0, 0)
 
@@ -224,7 +226,9 @@ def test_only_the_role_that_prepared_can_finish_it(locked):
     spec = _spec("other-role")
     log, conns = TransactionLog(locked.dsn), Connections(locked.dsn, "")
     coordinator.begin(log, spec)
-    coordinator.prepare(log, conns, spec.load_id, LocalFrame.of_rows(ROWS), stage=LocalStage())  # then a crash
+    coordinator.prepare(log, conns, spec.load_id, LocalFrame.of_rows(ROWS), stage=LocalStage())
+    [postgres] = conns.participants(log.get(spec.load_id).spec())
+    log.record_vote(spec.load_id, postgres.ready(log.votes(spec.load_id)["postgres"]))  # the vote's ready, then a crash
     other = locked.add_role(f"{locked.role}_ops")
     actions = recovery.recover(TransactionLog(other), Connections(other, ""), timedelta(0))
     [failed] = [a for a in actions if a.load_id == spec.load_id]

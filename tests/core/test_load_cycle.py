@@ -83,13 +83,13 @@ def test_quality_gate_aborts_and_rollback_discards_everything(spark, txlog, conn
     coordinator.begin(txlog, spec)
     coordinator.prepare(txlog, conns, spec.load_id, make_df(spark, 300))
     gid = txlog.votes(spec.load_id)["postgres"].committable["gid"]
-    assert is_prepared(conns.pg_dsn, gid)
+    assert not is_prepared(conns.pg_dsn, gid), "prepare holds nothing: only the vote's ready() prepares"
 
     decided = coordinator.vote(txlog, conns, spec.load_id, rules=[MinRows(1000)])
     assert decided.state == State.ABORTING and "below the minimum of 1000" in decided.reason
     outcomes = coordinator.rollback(txlog, conns, spec.load_id)
     counts = {o.participant: (o.kind, o.counts) for o in outcomes}
-    assert counts["postgres"][0] == Kind.DONE and counts["postgres"][1]["prepared_rows_discarded"] == 300
+    assert counts["postgres"] == (Kind.DONE, {"prepared_transaction": "none", "staged_rows_dropped": 300})
     assert counts["kafka"][0] == Kind.DONE and counts["kafka"][1]["staged_records_discarded"] == 300
 
     assert txlog.get(spec.load_id).state == State.ABORTED

@@ -44,13 +44,16 @@ def test_three_tables_in_two_databases_two_topics_and_an_iceberg_table_commit_as
     assert votes["postgres@reporting"].counts == {many["reporting"]: ROWS}
     assert votes["kafka"].counts == {many["topic"]: ROWS, many["topic2"]: ROWS}
     assert votes[iceberg].counts == {iceberg: ROWS} and votes[iceberg].committable["files"]
-    # Two prepared transactions, one per database, and nothing visible anywhere yet.
+    # Prepared: nothing held (no prepared transaction) and nothing visible anywhere yet.
     gids = {v.committable["gid"] for v in votes.values() if "gid" in v.committable}
-    assert len(gids) == 2 and gids <= set(prepared_gids(pg_dsn)) | set(prepared_gids(reporting_dsn))
+    assert len(gids) == 2 and not gids & (set(prepared_gids(pg_dsn)) | set(prepared_gids(reporting_dsn)))
     assert many_seen(many, pg_dsn, reporting_dsn, kafka_bootstrap, spec.load_id) == dict.fromkeys(TARGETS, 0)
     assert load_snapshots(many["iceberg"], spec.load_id) == [], "an Iceberg snapshot before the decision"
 
     assert coordinator.vote(txlog, conns, spec.load_id, rules=[MinRows(ROWS)]).state == State.COMMITTING
+    # Decided: the vote's ready() prepared one transaction per database; still nothing visible.
+    assert gids <= set(prepared_gids(pg_dsn)) | set(prepared_gids(reporting_dsn))
+    assert many_seen(many, pg_dsn, reporting_dsn, kafka_bootstrap, spec.load_id) == dict.fromkeys(TARGETS, 0)
     outcomes = coordinator.commit(txlog, conns, spec.load_id)
     assert [o.participant for o in outcomes] == ["kafka", iceberg, "postgres", "postgres@reporting"], \
         "may-fail commits first, the likeliest to fail (the Kafka copy) first of all"
@@ -80,8 +83,8 @@ def test_a_gate_rollback_leaves_nothing_in_any_target(spark, txlog, pg_dsn, kafk
     decided = coordinator.vote(txlog, conns, spec.load_id, rules=[MinRows(ROWS + 1)])
     assert decided.state == State.ABORTING and f"{ROWS} rows, below the minimum of {ROWS + 1}" in decided.reason
     outcomes = {o.participant: o for o in coordinator.rollback(txlog, conns, spec.load_id)}
-    assert outcomes["postgres"].counts["prepared_rows_discarded"] == ROWS + 1
-    assert outcomes["postgres@reporting"].counts["prepared_rows_discarded"] == ROWS
+    assert outcomes["postgres"].counts["staged_rows_dropped"] == ROWS + 1  # refused by the rules: never readied
+    assert outcomes["postgres@reporting"].counts["staged_rows_dropped"] == ROWS
     assert outcomes[f"iceberg:{many['iceberg']}"].counts["staged_files_deleted"] > 0
     assert txlog.get(spec.load_id).state == State.ABORTED
     assert many_seen(many, pg_dsn, reporting_dsn, kafka_bootstrap, spec.load_id) == dict.fromkeys(TARGETS, 0)

@@ -75,12 +75,12 @@ def test_a_zombie_prepare_attempt_never_counts(where, txlog, many, pg_dsn, repor
     spec = many_spec(many, many["topic"])
     gate = tmp_path / "zombie-may-go-on"
     first = start_prepare(many, spec.run_id, ZOMBIE_ROWS,
-                          {**env, "TWOPHASE_FAILPOINT": "pg.after_prepare", "TWOPHASE_FAILPOINT_WAIT": str(gate)})
+                          {**env, "TWOPHASE_FAILPOINT": "pg.prepared", "TWOPHASE_FAILPOINT_WAIT": str(gate)})
     try:
         wait_for(Path(f"{gate}.reached"), first)
         assert txlog.get(spec.load_id).prepare_attempt == 1
-        assert any(gid.startswith(f"twophase:{spec.load_id}") for gid in prepared_gids(pg_dsn)), \
-            "the zombie's PREPARE is not there"
+        assert spec.load_id in staging_tables(pg_dsn).values(), "the zombie's staging is not there"
+        assert not any(spec.load_id in gid for gid in prepared_gids(pg_dsn)), "prepare holds nothing"
 
         retry = start_prepare(many, spec.run_id, RETRY_ROWS, env)
         out, err = retry.communicate(timeout=300)

@@ -15,19 +15,13 @@
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
 import psycopg2
 import pytest
 from confluent_kafka.admin import AdminClient
 
 from support import make_df, make_spec, read_topic, table_of, topic_of, with_target
+from throwaway_postgres import throwaway_postgres
 from twophase import coordinator
 from twophase.participants.postgres import PostgresConfigError, is_prepared
 from twophase.spec import Connections
@@ -35,47 +29,14 @@ from twophase.states import State
 from support import count_table_rows
 from twophase.verify import verify
 
-ROOT = Path(__file__).resolve().parents[2]
 BROKER_MAX_TIMEOUT_MS = 3_600_000  # the stack's transaction.max.timeout.ms (scripts/localstack/settings.py)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def no_prepare_dsn():
     """A throwaway Postgres cluster with max_prepared_transactions = 0; stopped and deleted after."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        from localstack.postgres import _as_server_user, _chown_to_server_user, bindir
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    bin_ = bindir()
-    assert bin_ is not None, "PostgreSQL server binaries not found under /usr/lib/postgresql"
-    # Run as root, the server runs as `postgres`, which must own (and reach) its folder.
-    home = Path(tempfile.mkdtemp(prefix="twophase-noprepare-",
-                                 dir="/var/lib/postgresql" if os.geteuid() == 0 else None))
-    data, port = home / "data", _free_port()
-    _chown_to_server_user(home)
-
-    def run(*cmd):
-        proc = subprocess.run(_as_server_user([str(c) for c in cmd]), capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0, f"{cmd[0]} failed:\n{proc.stdout}{proc.stderr}"
-
-    try:
-        run(bin_ / "initdb", "-D", data, "-U", "postgres", "-E", "UTF8", "--locale=C.UTF-8", "--auth=trust")
-        with open(data / "postgresql.conf", "a") as conf:
-            conf.write(f"listen_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{home}'\n"
-                       "max_prepared_transactions = 0\nfsync = off\n")
-        run(bin_ / "pg_ctl", "start", "-w", "-t", "60", "-D", data, "-l", home / "postgres.log")
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
-    finally:
-        if (data / "postmaster.pid").exists():
-            run(bin_ / "pg_ctl", "stop", "-w", "-m", "immediate", "-D", data)
-        shutil.rmtree(home, ignore_errors=True)
+    with throwaway_postgres("max_prepared_transactions = 0") as server:
+        yield server.dsn
 
 
 def _query(dsn: str, sql: str, *args):

@@ -6,7 +6,7 @@ SQL reader polls day D in a tight loop: every poll sees exactly the old rows (al
 first load) or exactly the new ones (all of the second), never both, neither or a mix;
 afterwards the old rows are gone, the new ones are there with their new values, and the
 other day's rows are untouched. A third replace load of day D that is rolled back after
-its prepare (which deleted day D's rows inside its prepared transaction) leaves the second
+ready() (which deleted day D's rows inside its prepared transaction) leaves the second
 load's rows as they were. verify passes for every load, including the replaced one.
 """
 
@@ -69,9 +69,10 @@ def test_replace_swaps_the_day_atomically_and_rollback_keeps_it(spark, txlog, co
     assert len(other_rows) == 150 and {r[4] for r in other_rows} == {other}
 
     second = _prepare(spark, txlog, conns, target, "second", 250, DAY, revenue_scale=3)
-    assert txlog.votes(second)["postgres"].committable["deleted"] == 400
     assert _day(cur, table, DAY) == old, "the prepared replace must not be visible yet"
     assert coordinator.vote(txlog, conns, second).state == State.COMMITTING
+    assert txlog.votes(second)["postgres"].committable["deleted"] == 400, "the vote's ready() deletes the day"
+    assert _day(cur, table, DAY) == old, "the readied replace must not be visible yet"
     new = {second: (250, "933.75")}
 
     poll_conn = psycopg2.connect(conns.pg_dsn)
@@ -105,10 +106,14 @@ def test_replace_swaps_the_day_atomically_and_rollback_keeps_it(spark, txlog, co
     assert _rows(cur, table, DAY)[123][:3] == ("c000123", 5, "3.69"), "the new rows carry the new values"
     assert _rows(cur, table, OTHER_DAY) == other_rows, "rows of other days are untouched"
 
-    # A replace that is rolled back after its prepare deleted day D's rows keeps them.
+    # A replace that is rolled back after ready() deleted day D's rows keeps them.
     third = _prepare(spark, txlog, conns, target, "third", 100, DAY, revenue_scale=5)
-    gid = txlog.votes(third)["postgres"].committable["gid"]
-    assert txlog.votes(third)["postgres"].committable["deleted"] == 250 and is_prepared(conns.pg_dsn, gid)
+    vote = txlog.votes(third)["postgres"]
+    assert not is_prepared(conns.pg_dsn, vote.committable["gid"]), "prepare holds nothing"
+    [postgres] = [p for p in conns.participants(txlog.get(third).spec(), 1) if p.name == "postgres"]
+    readied = postgres.ready(vote)  # as the vote does once the rules pass: the delete is in the prepared transaction
+    gid = readied.committable["gid"]
+    assert readied.committable["deleted"] == 250 and is_prepared(conns.pg_dsn, gid)
     assert _day(cur, table, DAY) == new
     assert coordinator.vote(txlog, conns, third, rules=[MinRows(101)]).state == State.ABORTING
     coordinator.rollback(txlog, conns, third)

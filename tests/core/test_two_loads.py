@@ -23,7 +23,7 @@ import psycopg2
 from support import header, make_df, make_spec, read_topic, topic_of
 from twophase import coordinator
 from twophase.outcome import Kind
-from twophase.participants.postgres import is_prepared
+from twophase.participants.postgres import is_prepared, staging_tables
 from twophase.states import State
 from twophase.verify import verify
 from twophase.voting import MinRows
@@ -70,7 +70,7 @@ def _prepare_both_at_once(spark, txlog, conns, target):
         assert txlog.get(spec.load_id).state == State.PREPARED
         votes = txlog.votes(spec.load_id)
         assert (votes["postgres"].count, votes["kafka"].count) == (ROWS[name], ROWS[name])
-        assert is_prepared(conns.pg_dsn, votes["postgres"].committable["gid"])
+        assert not is_prepared(conns.pg_dsn, votes["postgres"].committable["gid"]), "prepare holds nothing"
     staged = Counter(header(m, "load_id") for m in read_topic(conns.kafka_bootstrap, topic_of(specs["A"]).staging_topic))
     assert staged == {specs[n].load_id: ROWS[n] for n in ROWS}, "both loads staged into the one staging topic"
     assert _rows_by_load(conns.pg_dsn, target["table"]) == {}, "prepared rows are not visible"
@@ -121,14 +121,15 @@ def test_one_commits_the_other_rolls_back(spark, txlog, conns, target):
     assert coordinator.vote(txlog, conns, a).state == State.COMMITTING
     decided = coordinator.vote(txlog, conns, b, rules=[MinRows(ROWS["B"] + 1)])
     assert decided.state == State.ABORTING
-    outcomes = coordinator.commit(txlog, conns, a)  # B is still prepared meanwhile
+    outcomes = coordinator.commit(txlog, conns, a)  # B is still staged meanwhile
     assert [(o.participant, o.kind, o.counts.get("records", o.counts.get("rows"))) for o in outcomes] == [
         ("kafka", Kind.DONE, ROWS["A"]), ("postgres", Kind.DONE, ROWS["A"])]
-    assert is_prepared(conns.pg_dsn, b_gid)
+    assert not is_prepared(conns.pg_dsn, b_gid), "B, refused by its rules, was never made ready: it held nothing"
+    assert b in staging_tables(conns.pg_dsn).values()
     coordinator.rollback(txlog, conns, b)
 
     assert txlog.get(a).state == State.COMMITTED and txlog.get(b).state == State.ABORTED
-    assert not is_prepared(conns.pg_dsn, b_gid), "the rolled-back load's prepared transaction is gone"
+    assert b not in staging_tables(conns.pg_dsn).values(), "the rolled-back load's staging is gone"
     assert _rows_by_load(conns.pg_dsn, target["table"]) == {a: (ROWS["A"], {DAY["A"]}, ROWS["A"])}
     assert _records_by_load(conns.kafka_bootstrap, target["topic"]) == {a: (ROWS["A"], ROWS["A"])}, \
         "exactly A's records, none of B's"

@@ -27,7 +27,12 @@ OLD_TOPIC_KEYS = ("topic", "key_column", "staging_topic", "partitions", "replica
                   "staging_retention_ms", "transaction_timeout_ms", "headers")
 
 
-def _as_logged_by_the_old_release(pg_dsn: str, spec) -> None:
+def _as_logged_by_the_old_release(txlog, conns, pg_dsn: str, spec) -> None:
+    """The old release's prepare held the prepared transaction itself (today the vote's
+    ready() takes it), and logged neither names nor per-target counts."""
+    load = txlog.get(spec.load_id)
+    [postgres] = [p for p in conns.participants(load.spec(), load.attempt) if p.name == "postgres"]
+    txlog.record_vote(spec.load_id, postgres.ready(txlog.votes(spec.load_id)["postgres"]))
     table, topic = table_of(spec), topic_of(spec)
     participants = {"postgres": {k: getattr(table, k) for k in OLD_TABLE_KEYS},
                     "kafka": {k: getattr(topic, k) for k in OLD_TOPIC_KEYS}}
@@ -51,7 +56,7 @@ def test_a_load_logged_by_the_old_release_recovers(spark, txlog, conns, pg_dsn, 
     spec = make_spec(target)
     coordinator.begin(txlog, spec)
     coordinator.prepare(txlog, conns, spec.load_id, make_df(spark, ROWS))
-    _as_logged_by_the_old_release(pg_dsn, spec)
+    _as_logged_by_the_old_release(txlog, conns, pg_dsn, spec)
     load = txlog.get(spec.load_id)
     assert set(load.participants) == {"postgres", "kafka"} and load.expected is None
     if decided:  # the old vote task decided COMMIT, then the commit task crashed

@@ -138,6 +138,7 @@ def test_a_load_every_participant_votes_yes_for_commits_and_becomes_visible_only
     assert [(o.participant, o.kind) for o in outcomes] == [("topic", Kind.DONE), ("tables", Kind.DONE)]
     load = log.get(spec.load_id)
     assert load.state == State.COMMITTED and load.expected == ALL
+    assert load.prepared_at <= load.exposed_at <= load.decided_at <= load.finished_at, "exposure starts in the vote"
     assert visible(conns, spec.load_id) == ALL
     assert [t.to_state for t in log.history(spec.load_id)] == ["PREPARING", "PREPARED", "COMMITTING", "COMMITTED"]
     assert {n: v.counts for n, v in log.votes(spec.load_id).items()} == {
@@ -172,19 +173,20 @@ def test_a_quality_rule_that_fails_aborts_the_load(log, store):
     conns, spec = Conns(store), make_spec()
     decided = prepare_and_vote(log, conns, spec, rules=[MinRows(N + 1)])
     assert decided.state == State.ABORTING and "quality gate" in decided.reason
+    assert decided.exposed_at is None, "a load refused by its rules was never made ready, so never exposed"
 
 
-# check fault -> what the abort reason says
+# ready fault -> what the abort reason says
 CHECK_FAILURES = {
-    "a check that finds the vote no longer holds": ({"topic": Faults(fail_at={"check": "fail"})}, "fault knob check=fail"),
-    "a check that raises unexpectedly": ({"tables": Faults(fail_at={"check": "raise"})},
-                                         "the live check of tables failed: MemoryFault"),
+    "ready finds the vote no longer holds": ({"topic": Faults(fail_at={"ready": "fail"})}, "fault knob ready=fail"),
+    "ready raises unexpectedly": ({"tables": Faults(fail_at={"ready": "raise"})},
+                                         "tables could not be made ready: MemoryFault"),
     "prepared data lost before the decision": ({}, "the prepared data of tables for load"),
 }
 
 
 @pytest.mark.parametrize("case", list(CHECK_FAILURES))
-def test_a_failed_live_check_aborts_the_load(log, store, case):
+def test_a_participant_that_cannot_be_made_ready_aborts_the_load(log, store, case):
     faults, says = CHECK_FAILURES[case]
     conns, spec = Conns(store, **faults), make_spec()
     coordinator.begin(log, spec)
@@ -199,8 +201,8 @@ def test_a_failed_live_check_aborts_the_load(log, store, case):
     assert_nothing_left(store, spec.load_id)
 
 
-def test_a_live_check_that_cannot_reach_its_server_leaves_the_decision_to_a_retry(log, store):
-    conns, spec = Conns(store, topic=Faults(fail_at={"check": "down"}, times=1)), make_spec()
+def test_ready_that_cannot_reach_its_server_leaves_the_decision_to_a_retry(log, store):
+    conns, spec = Conns(store, topic=Faults(fail_at={"ready": "down"}, times=1)), make_spec()
     coordinator.begin(log, spec)
     coordinator.prepare(log, conns, spec.load_id, frame(), stage=LocalStage())
     with pytest.raises(RetryLater, match="unreachable"):
@@ -647,8 +649,9 @@ CASES = {
     "topic.prepare": (State.PREPARING, State.ABORTED),
     "topic.prepare done": (State.PREPARING, State.ABORTED),
     "coordinator.votes_logged": (State.PREPARING, State.ABORTED),
-    "tables.check": (State.PREPARED, State.ABORTED),
-    "topic.check": (State.PREPARED, State.ABORTED),
+    "tables.ready": (State.PREPARED, State.ABORTED),
+    "topic.ready": (State.PREPARED, State.ABORTED),
+    "coordinator.readied": (State.PREPARED, State.ABORTED),
     "coordinator.decision_logged": (State.COMMITTING, State.COMMITTED),
     "topic.commit": (State.COMMITTING, State.COMMITTED),
     "topic.commit done": (State.COMMITTING, State.COMMITTED),

@@ -36,7 +36,7 @@ from ..states import TERMINAL, State
 from ..votes import Vote
 
 KIND = "memory"
-HOOKS = ("stage", "open", "write", "close", "prepare", "check", "commit", "abort", "clean_up")
+HOOKS = ("stage", "open", "write", "close", "prepare", "ready", "commit", "abort", "clean_up")
 HOWS = ("retry", "fail", "down", "raise", "raise_after", "crash", "crash_after")
 
 _STORES: "weakref.WeakValueDictionary[str, MemoryStore]" = weakref.WeakValueDictionary()
@@ -63,10 +63,10 @@ class Faults:
     fresh instances of later steps too."""
 
     fail_at: dict[str, str] = field(default_factory=dict)
-    """{hook: how}. Hooks: stage, open, write, close (the writer), prepare, check, commit,
+    """{hook: how}. Hooks: stage, open, write, close (the writer), prepare, ready, commit,
     abort, clean_up. Hows:
       "retry"        commit/abort return RETRY_LATER; other hooks raise MemoryUnreachable
-      "fail"         commit/abort return FAILED (nothing done); check returns a reason to
+      "fail"         commit/abort return FAILED (nothing done); ready votes no with a reason to
                      abort; clean_up returns what it left; other hooks raise MemoryFault
       "down"         raise MemoryUnreachable (a ServerUnreachable) before acting
       "raise"        raise MemoryFault before acting (an unexpected error)
@@ -82,8 +82,8 @@ class Faults:
     """prepare votes no (after preparing, as Postgres does: abort must still discard)."""
 
     lose_prepared: bool = False
-    """The prepared data vanishes after the live check, before commit, as an operator's
-    ROLLBACK PREPARED would: check passes, commit finds it neither prepared nor committed
+    """The prepared data vanishes after ready, before commit, as an operator's
+    ROLLBACK PREPARED would: ready passes, commit finds it neither prepared nor committed
     and returns FAILED. (MemoryStore.lose() drops it at any chosen moment instead.)"""
 
     def __post_init__(self):
@@ -268,13 +268,14 @@ class MemoryParticipant(Participant):
         return Vote(self.name, not reasons, total, {"endpoint": self.endpoint, "targets": list(self.targets)},
                     "; ".join(reasons), counts, summary)
 
-    def check(self, vote: Vote) -> str:
-        if (problem := _fault(self, "check")):
-            return problem
+    def ready(self, vote: Vote) -> Vote:
+        """Holds nothing in between (as Kafka): checks the set-aside rows are still there."""
+        if (problem := _fault(self, "ready")):
+            return vote.no(problem)
         problem = "" if self._ready in self.store.prepared else (
             f"the prepared data of {self.name} for load {self.load_id} no longer exists")
-        _fault(self, "check", after=True)
-        return problem
+        _fault(self, "ready", after=True)
+        return vote.no(problem) if problem else vote
 
     def commit(self, vote: Vote) -> Outcome:
         """DONE; ALREADY_DONE when committed before; FAILED when aborted here or when the
@@ -374,7 +375,7 @@ class MemoryParticipant(Participant):
 
 def _fault(obj, hook: str, after: bool = False):
     """Fire the fault configured for `hook` (called before acting, and `after` it).
-    Returns what the hook returns instead (an Outcome, a check's or clean_up's reason),
+    Returns what the hook returns instead (an Outcome, ready's or clean_up's reason),
     or None to go on."""
     how = obj.faults.fail_at.get(hook)
     if how is None:
@@ -393,7 +394,7 @@ def _fault(obj, hook: str, after: bool = False):
         raise MemoryUnreachable(f"memory store {store.endpoint} is unreachable: {what}")
     if hook in ("commit", "abort"):
         return Outcome(name, Kind.RETRY_LATER if how == "retry" else Kind.FAILED, what)
-    if hook in ("check", "clean_up"):
+    if hook in ("ready", "clean_up"):
         return what
     raise MemoryFault(what)
 

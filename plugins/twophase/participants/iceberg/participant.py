@@ -1,4 +1,4 @@
-"""IcebergParticipant: the driver side (stage, prepare, check, commit, abort, sweep); the
+"""IcebergParticipant: the driver side (stage, prepare, ready, commit, abort, sweep); the
 package's docstring tells the protocol."""
 
 from __future__ import annotations
@@ -112,11 +112,14 @@ class IcebergParticipant(Participant):
                    f"in {directory}")
         return Vote(self.name, not problems, rows, committable, "; ".join(problems), {name: rows}, summary)
 
-    def check(self, vote: Vote) -> str:
+    def ready(self, vote: Vote) -> Vote:
+        """Nothing to take before the commit (the catalog commit is optimistic): check the
+        table still exists and every staged file is still there."""
         table = self._table()
         if table is None:
-            return f"iceberg table {self.target.table} does not exist (dropped after the vote?)"
-        return self._files_missing(vote)
+            return vote.no(f"iceberg table {self.target.table} does not exist (dropped after the vote?)")
+        problem = self._files_missing(vote)
+        return vote.no(problem) if problem else vote
 
     def _files_missing(self, vote: Vote) -> str:
         on_disk = staged_files(vote.committable["directory"])

@@ -130,8 +130,11 @@ class KafkaParticipant(Participant):
                             for c in copies)
         return Vote(self.name, not problem, sum(counts.values()), committable, problem, counts, summary)
 
-    def check(self, vote: Vote) -> str:
-        return self.check_ranges(vote.committable, vote.count)
+    def ready(self, vote: Vote) -> Vote:
+        """Nothing to take before the commit (the copy's transaction opens in commit): check
+        every staged range is still in its staging topic."""
+        problem = self.check_ranges(vote.committable, vote.count)
+        return vote.no(problem) if problem else vote
 
     def check_ranges(self, committable: dict, count: int = 0) -> str:
         """'' if every staged range is still in its staging topic, else what is missing."""

@@ -13,7 +13,7 @@ from ...outcome import Kind, Outcome
 from ...participant import Participant, Staging, Swept
 from ...votes import Vote
 from .server import (MARKERS, PART_COLUMN, PostgresConfigError, _autocommit, _connect, _rollback_gid,
-                     drop_staging_table, ensure_schemas, grants_needed, is_prepared, prepared_gids, rollback_gid,
+                     drop_staging_table, ensure_schemas, grants_needed, prepared_gids, rollback_gid,
                      staging_tables)
 from .target import PostgresTarget
 from .writer import PostgresWriter
@@ -113,22 +113,53 @@ class PostgresParticipant(Participant):
 
     # -- prepare ------------------------------------------------------------------------
     def prepare(self, marks: dict, reports, expected) -> Vote:
-        """Promote every table's staging into it inside one prepared transaction; vote.
+        """Count every table's staged rows and vote, holding nothing: no transaction stays
+        open and no lock on a target is taken (the load may wait long before its vote).
 
-        Votes no (still prepared, so abort can discard it) when a table's promoted row
-        count differs from what Spark staged for it.
+        Votes no when a table's staging holds other than the rows Spark staged for it.
+        """
+        counts = {}
+        with _autocommit(self.dsn) as cur:
+            for target in self.tables:
+                cur.execute(f"select count(*) from {self.staging[target.table]}")
+                counts[target.table] = cur.fetchone()[0]
+        failpoints.hit("pg.prepared")
+        first = self.tables[0]
+        committable = {"gid": self.gid, "table": first.table, "mode": first.mode,
+                       "staged": counts}
+        summary = "staged " + ", ".join(f"{n} rows for {t}" for t, n in counts.items())
+        wrong = [f"staged {n} rows for {t} but Spark staged {expected.get(t)}"
+                 for t, n in counts.items() if n != expected.get(t)]
+        return Vote(self.name, not wrong, sum(counts.values()), committable, "; ".join(wrong), counts, summary)
+
+    def ready(self, vote: Vote) -> Vote:
+        """Promote every table's staging into it inside one prepared transaction: from
+        here the load holds locks on its targets until commit or abort.
+
+        Repeatable: a retried vote rolls back what an earlier ready prepared and promotes
+        again. Votes no (with nothing left prepared) when a staging table no longer holds
+        the rows prepare counted: a Postgres crash restart empties unlogged tables.
         """
         conn = _connect(self.dsn)
         counts, deleted = {}, {}
         try:
             with servers(pg_dsn=self.dsn), conn.cursor() as cur:
-                # An earlier attempt that prepared after this one staged (a zombie) would
-                # hold locks on the rows this promotion replaces: roll it back first.
+                # An earlier attempt that prepared after this one staged (a zombie), or an
+                # earlier ready of this vote, would hold locks on the rows this replaces.
                 for attempt in self._earlier():
                     _rollback_gid(cur, self._gid(attempt))
+                _rollback_gid(cur, self.gid)
+                lost = self._lost_staging(cur, vote)
+                if lost:
+                    return vote.no(lost)
                 cur.execute("begin")
                 for target in self.tables:
                     counts[target.table], deleted[target.table] = self._promote(cur, target)
+                wrong = [f"promoted {rows} rows into {where} but {staged} were staged"
+                         for where, rows, staged in _compared(counts, vote)]
+                if wrong:
+                    cur.execute("rollback")
+                    return vote.no("; ".join(wrong))
                 cur.execute(f"insert into {MARKERS} (gid, load_id, rows, deleted) values (%s, %s, %s, %s)",
                             (self.gid, self.load_id, sum(counts.values()), sum(deleted.values())))
                 # Staging is dropped after COMMIT PREPARED (clean_up), not in here: a dropped
@@ -144,9 +175,24 @@ class PostgresParticipant(Participant):
                        "tables": {t: {"rows": counts[t], "deleted": deleted[t]} for t in counts}}
         summary = f"prepared transaction {self.gid}: " + ", ".join(
             f"{n} rows for {t}" + (f" replacing {deleted[t]}" if deleted[t] else "") for t, n in counts.items())
-        wrong = [f"promoted {n} rows into {t} but Spark staged {expected.get(t)}"
-                 for t, n in counts.items() if n != expected.get(t)]
-        return Vote(self.name, not wrong, sum(counts.values()), committable, "; ".join(wrong), counts, summary)
+        return Vote(self.name, True, sum(counts.values()), committable, "", counts, summary)
+
+    def _lost_staging(self, cur, vote: Vote) -> str:
+        """'' when every staging table still holds the rows prepare counted, else what is
+        gone."""
+        lost, found = [], {}
+        for target in self.tables:
+            staging = self.staging[target.table]
+            cur.execute("select to_regclass(%s)", (staging,))
+            if cur.fetchone()[0] is None:
+                lost.append(f"staging table {staging} of {target.table} is gone (dropped outside the protocol)")
+                continue
+            cur.execute(f"select count(*) from {staging}")
+            found[target.table] = cur.fetchone()[0]
+        for where, rows, staged in _compared(found, vote):
+            lost.append(f"{where} holds {rows} rows, not the {staged} staged: it was emptied while the load "
+                        "waited (a Postgres crash restart truncates unlogged tables)")
+        return "; ".join(lost)
 
     def _promote(self, cur, target: PostgresTarget) -> tuple[int, int]:
         """Delete the replaced rows (mode replace) and insert the table's staged rows with
@@ -163,10 +209,6 @@ class PostgresParticipant(Participant):
             sql.Identifier(target.schema, target.relation), column_list, column_list,
             sql.SQL(self.staging[target.table])), (self.load_id,))
         return cur.rowcount, deleted
-
-    def check(self, vote: Vote) -> str:
-        gid = vote.committable["gid"]
-        return "" if is_prepared(self.dsn, gid) else f"the prepared Postgres transaction {gid} does not exist"
 
     # -- commit / abort -----------------------------------------------------------------
     def commit(self, vote: Vote | None = None) -> Outcome:
@@ -323,3 +365,12 @@ class PostgresParticipant(Participant):
         staged = cur.fetchone()[0]
         cur.execute(f"drop table {staging}")
         return staged
+
+
+def _compared(rows: dict[str, int], vote: Vote) -> list[tuple[str, int, int]]:
+    """(where, rows, staged) for each table whose `rows` differ from what the vote
+    counted; a vote of the old release has only its total (no per-table counts)."""
+    if not vote.counts:
+        total = sum(rows.values())
+        return [] if total == vote.count else [("the staging tables", total, vote.count)]
+    return [(f"staging of {t}", n, vote.counts.get(t)) for t, n in rows.items() if n != vote.counts.get(t)]
