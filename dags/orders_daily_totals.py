@@ -21,6 +21,7 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import DAG, CronDataIntervalTimetable
 
+from twophase.audit import DuplicateKeys, NullShare, RowCountChange, ValueRange
 from twophase.storage import join_uri, storage_uri
 from twophase_airflow import IcebergTable, LoadConfig, Table, Topic, load_params, two_phase_load
 
@@ -58,6 +59,16 @@ ICEBERG_COLUMNS = {"customer_id": "string", "day": "date", "orders": "int", "rev
                    "first_order_at": "timestamptz", "last_order_at": "timestamptz"}
 
 
+# The audit, on the staged data before the vote (docs/audit.md): an error aborts the load.
+AUDIT_RULES = [
+    DuplicateKeys("analytics.customer_daily_totals", ("day", "customer_id"), error=(0, 0)),
+    ValueRange("analytics.customer_daily_totals", "revenue", low=0, error=(0, 0)),
+    NullShare("customer-daily-totals", "customer_id", error=(0, 0)),
+    # A day with half the customers of the last loaded one, or twice as many: a warning to look.
+    RowCountChange("analytics.customer_daily_totals", warn=(-0.5, 1.0)),
+]
+
+
 def orders_data() -> str:
     """ORDERS_DATA as a storage URI: file://, hdfs:// or s3a://, or an absolute local path
     (made file://). A bad value refuses the load in begin, naming the value and ORDERS_DATA."""
@@ -92,6 +103,6 @@ with DAG(
             Topic("customer-daily-totals", key_column="customer_id"),
             IcebergTable("analytics.customer_daily_totals", interval_column="day", columns=ICEBERG_COLUMNS,
                          partition_by=("day",)),
-        ], describe_input=describe_input),
+        ], describe_input=describe_input, rules=AUDIT_RULES),
         application=str(ROOT / "spark_jobs" / "orders_daily_totals.py"),
     )

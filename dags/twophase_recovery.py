@@ -2,7 +2,8 @@
 
 Presumed abort for loads with no decision past the deadline (param, default 120
 minutes); re-drives commit or rollback for decided ones; cleans orphaned prepared
-transactions and staging tables. Safe to run while pipelines run.
+transactions and staging tables; deletes rejected lines kept in the quarantine longer
+than its retention (param, default 7 days). Safe to run while pipelines run.
 """
 
 from __future__ import annotations
@@ -16,13 +17,16 @@ from airflow.sdk import Param, dag, task
 @dag(dag_id="twophase_recovery", schedule=timedelta(minutes=10), start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
      catchup=False, max_active_runs=1, tags=["twophase"], doc_md=__doc__,
      params={"deadline_minutes": Param(120, type="integer", minimum=1, title="Decision deadline (minutes)",
-                                       description="Loads undecided for longer are presumed aborted.")})
+                                       description="Loads undecided for longer are presumed aborted."),
+             "quarantine_days": Param(7, type="integer", minimum=1, title="Quarantine retention (days)",
+                                      description="Rejected lines kept longer are deleted from twophase.quarantine.")})
 def twophase_recovery():
     @task(retries=1)
     def recover(params=None) -> None:
         from twophase_airflow.recover import recover_all
 
-        recover_all(timedelta(minutes=params["deadline_minutes"]))
+        recover_all(timedelta(minutes=params["deadline_minutes"]),
+                    quarantine_retention=timedelta(days=params["quarantine_days"]))
 
     recover()
 

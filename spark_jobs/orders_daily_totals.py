@@ -300,7 +300,15 @@ def build(spark: SparkSession, spec) -> Output:
         "skipped_paths": [{"path": p, "bytes": n, "why": why} for p, n, why in skipped[:MAX_LISTED]],
     }
     per_customer = result.withColumn("revenue", F.col("revenue").cast("decimal(14,2)"))
-    return Output({"": per_customer, "summary": day_summary(per_customer, day, rejected)}, metrics)
+    return Output({"": per_customer, "summary": day_summary(per_customer, day, rejected)}, metrics,
+                  rejects=quarantined(rejects_of(classified, per_order)) if rejected else None)
+
+
+def quarantined(rejects: DataFrame) -> DataFrame:
+    """The rejects as the quarantine keeps them: reason, source (the file), detail, and the
+    line (up to MAX_REJECT_CHARS; bytes that are not UTF-8 as backslash escapes: line_base64
+    in the rejects folder keeps them exactly)."""
+    return rejects.select("reason", F.col("file").alias("source"), "detail", F.col("line").alias("content"))
 
 
 def day_summary(per_customer: DataFrame, day: str, rejected: int) -> DataFrame:

@@ -38,6 +38,8 @@ begin
         execute format('grant delete on twophase.votes to %I', grantee);
         execute format('grant select, insert on twophase.transitions to %I', grantee);
         execute format('grant usage on sequence twophase.transitions_id_seq to %I', grantee);
+        execute format('grant select, insert, delete on twophase.quarantine to %I', grantee);
+        execute format('grant usage on sequence twophase.quarantine_id_seq to %I', grantee);
     end if;
 end
 $$;

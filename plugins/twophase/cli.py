@@ -11,7 +11,8 @@ import json
 import sys
 from datetime import timedelta
 
-from . import recovery, report
+from . import quarantine, recovery, report
+from .audit.report import audit_summary
 from .log import MIGRATIONS, TransactionLog, UnknownLoad
 from .spec import Connections, SpecError
 from .verify import verify
@@ -44,11 +45,21 @@ def cmd_show(log, conns, args) -> int:
     except UnknownLoad as exc:
         print(exc, file=sys.stderr)
         return 1
+    if args.rejected:
+        return _show_rejected(conns, load)
+    if args.audit:
+        if load.audit is None:
+            print(f"load {load.load_id} has no audit report (state {load.state.value}: the audit did not run)",
+                  file=sys.stderr)
+            return 1
+        print(json.dumps(load.audit, indent=2))
+        return 0
     votes = log.votes(load.load_id)
     print(json.dumps({
         **report.summarize(load.__dict__, votes.values()).to_json(), "participants": load.participants,
         "input": load.input, "expected_rows": load.expected_rows, "metrics": load.metrics,
         "prepare_error": load.prepare_error, "prepare_attempts": load.prepare_attempt,
+        "audit": audit_summary(load.audit),
         "votes": {name: v.to_json() for name, v in votes.items()},
         "history": [{"from": t.from_state, "to": t.to_state, "reason": t.reason, "at": t.at.isoformat()}
                     for t in log.history(load.load_id)],
@@ -56,8 +67,25 @@ def cmd_show(log, conns, args) -> int:
     return 0
 
 
+def _show_rejected(conns, load) -> int:
+    """The load's quarantined lines, by reason, with how many of each the job rejected."""
+    lines = quarantine.kept(conns.pg_dsn, load.load_id)
+    rejected = load.metrics.get("rejected_by_reason") or {}
+    print(f"load {load.load_id}: {load.metrics.get('rejected_lines', len(lines))} rejected lines, "
+          f"{len(lines)} kept in the quarantine")
+    reason = None
+    for line in lines:
+        if line.reason != reason:
+            reason = line.reason
+            kept = sum(1 for x in lines if x.reason == reason)
+            print(f"\n{reason}: {kept} kept" + (f" of {rejected[reason]}" if reason in rejected else ""))
+        print(f"  {line.describe()}")
+    return 0
+
+
 def cmd_recover(log, conns, args) -> int:
-    actions = recovery.recover(log, conns, timedelta(minutes=args.deadline_minutes), pipeline=args.pipeline)
+    actions = recovery.recover(log, conns, timedelta(minutes=args.deadline_minutes), pipeline=args.pipeline,
+                               quarantine_retention=timedelta(days=args.quarantine_days))
     for action in actions:
         print(action.describe())
     if not actions:
@@ -94,12 +122,17 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--json", action="store_true")
         p.add_argument("--limit", type=int, default=report.DEFAULT_LIMIT if name == "status" else 1000)
         p.add_argument("--pipeline")
-    sub.add_parser("show", help="one load: votes and transition history").add_argument("load_id")
+    show = sub.add_parser("show", help="one load: votes and transition history")
+    show.add_argument("load_id")
+    show.add_argument("--rejected", action="store_true", help="its rejected input lines kept in the quarantine")
+    show.add_argument("--audit", action="store_true", help="its audit report as JSON (twophase/audit/report.schema.json)")
     sub.add_parser("migrate", help="create or upgrade the log's schema (as its owner: docs/clusters.md)")
     rec = sub.add_parser("recover", help="resolve in-doubt loads and clean orphans")
     rec.add_argument("--pipeline", help="resolve only this pipeline's loads (orphans are swept for all)")
     rec.add_argument("--deadline-minutes", type=float, default=recovery.DEFAULT_DEADLINE.total_seconds() / 60,
                      help="presume abort for undecided loads older than this")
+    rec.add_argument("--quarantine-days", type=float, default=quarantine.DEFAULT_RETENTION.days,
+                     help="delete rejected lines kept in the quarantine longer than this")
     args = parser.parse_args(argv)
     try:
         conns = Connections.from_env()

@@ -3,7 +3,7 @@
 Each step is one call (an Airflow task calls exactly one), safe to retry, and starts by
 reading the load's state from the log, so a retry resumes where the last attempt stopped:
 
-    begin -> prepare -> vote (ready, decide) -> commit | rollback
+    begin -> prepare -> audit -> vote (ready, decide) -> commit | rollback
 
 The coordinator names no kind of participant: it drives every participant of the load
 through the contract (twophase.participant) and commits them in commit order (those whose
@@ -29,6 +29,8 @@ from .participant import Participant, outcome_of, servers_of
 from .participants import commit_order
 from .spec import Connections, LoadSpec
 from .states import TERMINAL, State
+from .audit import AuditInput, AuditReport
+from .audit.report import audit_reasons
 from .voting import reasons_to_abort
 from .votes import Vote
 
@@ -192,21 +194,49 @@ def _prepare(log: TransactionLog, load: Load, parts: list[Participant], df, metr
     return {v.participant: v for v in votes}
 
 
-def vote(log: TransactionLog, conns: Connections, load_id: str, rules=()) -> Load:
+def audit(log: TransactionLog, conns: Connections, load_id: str, rules=()) -> AuditReport | None:
+    """Measure the pipeline's audit rules (twophase.audit) on the load's staged data, where
+    it was staged, without moving it or taking anything a writer needs; store the report
+    with the load (the vote reads its verdict). None when there is nothing to audit (the
+    load is not PREPARED: prepare failed, or it was decided). Repeatable until the decision.
+    A server down: RetryLater."""
+    with _step(log, load_id, conns) as (load, parts):
+        if load.state != State.PREPARED:
+            return None
+        votes = log.votes(load_id)
+        owner = {t: p for p in parts for t in p.targets}
+        found: dict = {}
+
+        def staged(target: str):
+            if target not in found:
+                p = owner.get(target)
+                found[target] = p.staged_rows(votes[p.name], target) if p is not None and p.name in votes else None
+            return found[target]
+
+        previous = log.last_committed(load.pipeline, load_id)
+        measured = AuditInput(load.expected or {}, load.metrics, staged, previous.expected if previous else None)
+        report = AuditReport(load_id, tuple(rule.check(measured) for rule in rules), dict(load.expected or {}),
+                             dict(load.metrics.get("rejected_by_reason") or {}))
+        log.record_audit(load_id, report.to_json())
+        return report
+
+
+def vote(log: TransactionLog, conns: Connections, load_id: str, rules=(), require_audit: bool = False) -> Load:
     """Check the votes, make every participant ready, and decide; the decision is durable
     before this returns.
 
     Already decided: returns the load unchanged. Still PREPARING (prepare failed or is
-    missing): decides ABORT. Every vote yes and the rules passed: the log records when the
+    missing): decides ABORT. The audit's rules at error abort (`require_audit`: a load
+    without an audit report aborts too). Every vote yes and the rules passed: the log records when the
     load's exposure starts (`exposed_at`), then each participant's ready() takes what its
     commit needs (a prepared transaction) and checks its staging is still whole; its
     readied vote replaces the prepared one. A no from ready aborts, naming why.
     """
     with _step(log, load_id, conns) as (load, parts):
-        return _vote(log, load, parts, rules)
+        return _vote(log, load, parts, rules, require_audit)
 
 
-def _vote(log: TransactionLog, load: Load, parts: list[Participant], rules) -> Load:
+def _vote(log: TransactionLog, load: Load, parts: list[Participant], rules, require_audit: bool = False) -> Load:
     load_id = load.load_id
     if load.state not in (State.PREPARING, State.PREPARED):
         return load
@@ -217,6 +247,7 @@ def _vote(log: TransactionLog, load: Load, parts: list[Participant], rules) -> L
         votes = log.votes(load_id)
         reasons = reasons_to_abort([p.name for p in parts], votes, _expected(load), list(rules), load.metrics,
                                    load.expected_rows)
+        reasons += audit_reasons(load.audit, require_audit)
         if not reasons:
             reasons = _make_ready(log, load_id, parts, votes)
     try:

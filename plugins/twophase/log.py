@@ -91,6 +91,24 @@ MIGRATIONS = [
     """
     alter table twophase.loads add column exposed_at timestamptz;
     """,
+    # The quarantine (twophase.quarantine): rejected input lines kept per load and reason.
+    """
+    create table twophase.quarantine (
+        id bigserial primary key,
+        load_id text not null,
+        reason text not null,
+        source text,
+        detail text,
+        content text,
+        kept_at timestamptz not null default now()
+    );
+    create index quarantine_load on twophase.quarantine (load_id, reason, id);
+    create index quarantine_kept on twophase.quarantine (kept_at);
+    """,
+    # The audit's report (twophase/audit/report.schema.json), stored before the decision.
+    """
+    alter table twophase.loads add column audit jsonb;
+    """,
 ]
 
 # What a role that runs loads needs on the log (its schema made and migrated by an admin):
@@ -102,6 +120,8 @@ WRITER_GRANTS = [
     *privileges.tables(["twophase.votes"], "DELETE"),  # a new prepare attempt drops the last one's votes
     *privileges.tables(["twophase.transitions"], "SELECT", "INSERT"),
     privileges.Grant("USAGE", "sequence", "twophase.transitions_id_seq"),
+    *privileges.tables(["twophase.quarantine"], "SELECT", "INSERT", "DELETE"),  # a retry replaces; retention deletes
+    privileges.Grant("USAGE", "sequence", "twophase.quarantine_id_seq"),
 ]
 
 
@@ -162,6 +182,7 @@ class Load:
     updated_at: datetime
     prepare_attempt: int = 0    # the latest prepare attempt claimed (0: none yet)
     exposed_at: datetime | None = None  # the vote began making participants ready (holding locks)
+    audit: dict | None = None   # the audit's report (audit/report.schema.json); None: not audited
 
     @property
     def attempt(self) -> int:
@@ -363,6 +384,22 @@ class TransactionLog:
             cur.execute("update twophase.loads set expected = %s, expected_rows = %s, metrics = %s, "
                         "prepare_error = null, updated_at = now() where load_id = %s",
                         (json.dumps(expected), rows, json.dumps(metrics or {}), load_id))
+
+    def record_audit(self, load_id: str, report: dict) -> bool:
+        """Store the audit's report while the load is PREPARED (before its decision);
+        False when it was decided meanwhile (the report is then not the load's)."""
+        with self._cursor() as cur:
+            cur.execute("update twophase.loads set audit = %s, updated_at = now() where load_id = %s and state = %s",
+                        (json.dumps(report), load_id, State.PREPARED.value))
+            return cur.rowcount == 1
+
+    def last_committed(self, pipeline: str, other_than: str) -> Load | None:
+        """The pipeline's most recently committed load other than `other_than`."""
+        with self._cursor() as cur:
+            cur.execute("select * from twophase.loads where pipeline = %s and state = %s and load_id <> %s "
+                        "order by finished_at desc limit 1", (pipeline, State.COMMITTED.value, other_than))
+            row = cur.fetchone()
+        return None if row is None else Load.from_row(row)
 
     def mark_exposed(self, load_id: str) -> None:
         """The vote starts making the load's participants ready: its exposure window (what

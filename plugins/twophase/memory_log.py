@@ -64,7 +64,7 @@ class MemoryLog:
                 expected_rows=None, expected=None, metrics={}, prepare_error=None,
                 data_interval_start=start, data_interval_end=_timestamp(interval[1]),
                 began_at=now, prepared_at=None, decided_at=None, finished_at=None, updated_at=now,
-                prepare_attempt=0, exposed_at=None)
+                prepare_attempt=0, exposed_at=None, audit=None)
             self._transitions[spec.load_id] = [Transition(None, State.PREPARING.value, None, now)]
             return self.get(spec.load_id), True
 
@@ -121,6 +121,21 @@ class MemoryLog:
             for row in self._rows(load_id):
                 row.update(expected=_json(expected), expected_rows=rows,
                            metrics=_json(metrics or {}), prepare_error=None, updated_at=self._clock())
+
+    def record_audit(self, load_id: str, report: dict) -> bool:
+        with self._lock:
+            row = self._row(load_id)
+            if row["state"] != State.PREPARED.value:
+                return False
+            row.update(audit=_json(report), updated_at=self._clock())
+            return True
+
+    def last_committed(self, pipeline: str, other_than: str) -> Load | None:
+        with self._lock:
+            rows = [r for r in self._loads.values() if r["pipeline"] == pipeline
+                    and r["state"] == State.COMMITTED.value and r["load_id"] != other_than]
+            rows.sort(key=lambda r: r["finished_at"])
+            return self._load(rows[-1]) if rows else None
 
     def mark_exposed(self, load_id: str) -> None:
         with self._lock:
@@ -181,4 +196,5 @@ class MemoryLog:
 
     @staticmethod
     def _load(row: dict) -> Load:
-        return Load.from_row({**row, **{k: _json(row[k]) for k in ("participants", "input", "expected", "metrics")}})
+        return Load.from_row({**row, **{k: _json(row[k]) for k in ("participants", "input", "expected", "metrics",
+                                                                   "audit")}})

@@ -10,6 +10,7 @@ same hooks and never looks inside their data:
     executors   PartitionWriter           open(partition, attempt) / write(batch)* / close()
     driver      prepare(marks, reports)   check what was staged, holding nothing; vote
     driver      discard()                 a superseded prepare attempt drops its own staging
+    audit task  staged_rows(vote, target) the audit's read-only view of a target's staged rows
     vote task   ready(vote) -> Vote       right before the decision: make the load ready to
                                           commit (take what commit needs: a prepared
                                           transaction) and check the staging is still whole
@@ -166,6 +167,12 @@ class Participant(ABC):
         naming what no longer holds (staging lost, a target dropped). ServerUnreachable
         when it cannot tell now. Idempotent. The default: the vote stands."""
         return vote
+
+    def staged_rows(self, vote: Vote, target: str):
+        """The audit, between prepare and vote: `target`'s staged rows, read where they
+        were staged without moving them (an audit.StagedRows); None when this kind cannot
+        read them before the commit. Reads only."""
+        return None
 
     @abstractmethod
     def commit(self, vote: Vote) -> Outcome:

@@ -5,6 +5,8 @@
 - COMMITTING: re-drive commit (decided means done). ABORTING: re-drive rollback.
 - Orphans: each kind of participant sweeps its servers for staging of loads that are
   unknown or already finished (Postgres: prepared transactions, staging tables).
+- The quarantine's retention: rejected lines kept longer than `quarantine_retention`
+  (default 7 days) are deleted.
 Every step is idempotent, so recovery may run while pipelines run, and run again.
 A server that is down leaves its loads as "retry later" (one line naming it); with the
 log's own Postgres down, recover raises PostgresUnreachable (one line) instead.
@@ -15,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from . import coordinator
+from . import coordinator, quarantine
 from .errors import MissingPrivilege
 from .log import StateConflict, TransactionLog
 from .spec import Connections
@@ -35,12 +37,19 @@ class Action:
 
 
 def recover(log: TransactionLog, conns: Connections, deadline: timedelta = DEFAULT_DEADLINE,
-            now: datetime | None = None, pipeline: str | None = None) -> list[Action]:
-    """Resolve the unresolved loads (of `pipeline` only, when given), then sweep orphans."""
+            now: datetime | None = None, pipeline: str | None = None,
+            quarantine_retention: timedelta = quarantine.DEFAULT_RETENTION) -> list[Action]:
+    """Resolve the unresolved loads (of `pipeline` only, when given), then sweep orphans
+    and the quarantine's old entries."""
     log.ensure_schema()  # the log's server down: PostgresUnreachable (the log maps its own errors)
     now = now or datetime.now(timezone.utc)
     actions = [_resolve(log, conns, load, deadline, now) for load in log.unresolved(pipeline)]
-    return actions + _clean_orphans(log, conns)
+    actions += _clean_orphans(log, conns)
+    deleted = quarantine.sweep(conns.pg_dsn, quarantine_retention)  # the log's database
+    if deleted:
+        actions.append(Action("quarantine", "retention sweep",
+                              f"deleted {deleted} rejected lines kept more than {quarantine_retention.days} days"))
+    return actions
 
 
 def _resolve(log, conns, load, deadline, now) -> Action:

@@ -6,7 +6,9 @@ A pipeline's Spark job only computes; this frame stages and votes:
 
     def build(spark, spec) -> Output:       # spec: the LoadSpec logged by begin
         df = ...                              # read spec.input, validate, aggregate
-        return Output(df, metrics={"input_lines": n, "rejected_lines": r})
+        return Output(df, metrics={"input_lines": n, "rejected_lines": r}, rejects=bad)
+        # rejects (optional): the rejected lines, columns reason and any of source, detail,
+        # content; kept in the quarantine (twophase.quarantine), quarantine_cap per reason
         # or, when targets load different frames (a target's `frame`):
         # return Output({"": per_customer, "summary": one_row_per_day}, metrics)
 
@@ -36,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import coordinator, executors
+from . import coordinator, executors, quarantine
 from .errors import root_cause, servers
 from .log import TransactionLog
 from .spec import Connections, LoadSpec, SpecError
@@ -51,6 +53,8 @@ class Output:
 
     df: object  # a pyspark.sql.DataFrame (the main frame), or {frame name: DataFrame}
     metrics: dict = field(default_factory=dict)
+    rejects: object = None  # a DataFrame of rejected lines for the quarantine (twophase.quarantine)
+    quarantine_cap: int = quarantine.DEFAULT_CAP  # lines kept per reason
 
 
 def run(build: Callable[[object, LoadSpec], Output], argv: list[str] | None = None) -> None:
@@ -110,6 +114,10 @@ def _prepare(spark, build: Callable[[object, LoadSpec], Output], args) -> None:
             coordinator.record_prepare_error(txlog, load.load_id, exc)
             raise
         log.info("job metrics: %s", output.metrics)
+        if output.rejects is not None:
+            kept = quarantine.keep(conns.pg_dsn, load.load_id, quarantine.capped(output.rejects, output.quarantine_cap))
+            log.info("quarantine: kept %d rejected lines (at most %d per reason); see `python -m twophase show %s "
+                     "--rejected`", kept, output.quarantine_cap, load.load_id)
         votes = coordinator.prepare(txlog, conns, load.load_id, output.df, output.metrics)  # logs its own errors
         for vote in votes.values():
             log.info("%s voted %s: %s%s", vote.participant, "yes" if vote.yes else "no", vote.summary or vote.count,

@@ -37,7 +37,11 @@ class LoadConfig:
     - pipeline: the name in the transaction log and in load ids (default: the DAG id);
     - log_conn_id: the Postgres connection of the transaction log (schema `twophase`);
       tables on it commit in the log's database, tables on other connections in theirs;
-    - spark_conn_id: the Spark connection prepare submits to.
+    - spark_conn_id: the Spark connection prepare submits to;
+    - rules: the audit's rules (twophase.audit: RowCount, NullShare, DuplicateKeys, ...),
+      measured on the staged data by the audit task; one at error aborts the load
+      (docs/audit.md). Each rule's target is named as in the load: a table
+      `schema.table`, a topic by its name, an Iceberg table `iceberg:namespace.table`.
 
     Every name is checked here, with the core's own rules (twophase.spec, twophase.ids),
     so a wrong one fails the DAG file's import (Airflow's DAG import errors) instead of
@@ -49,6 +53,7 @@ class LoadConfig:
     pipeline: str | None = None
     log_conn_id: str = DEFAULT_POSTGRES
     spark_conn_id: str = "spark_default"
+    rules: tuple = ()
 
     def __post_init__(self):
         object.__setattr__(self, "targets", tuple(self.targets) if isinstance(self.targets, (list, tuple)) else ())
@@ -66,10 +71,36 @@ class LoadConfig:
         if not callable(self.describe_input):
             raise SpecError("LoadConfig describe_input must be a function (interval, params, load_id) -> dict, "
                             f"got {type(self.describe_input).__name__}")
+        self._check_rules()
         for field in ("log_conn_id", "spark_conn_id"):
             value = getattr(self, field)
             if not isinstance(value, str) or not value.strip():
                 raise SpecError(f"LoadConfig {field} must name an Airflow connection, got {value!r}")
+
+    def load_targets(self) -> list[str]:
+        """The targets' names in the load (votes, counts, audit rules)."""
+        from twophase.participants.iceberg.target import NAME_PREFIX
+
+        return [NAME_PREFIX + t.name if isinstance(t, IcebergTable) else t.name for t in self.targets]
+
+    def _check_rules(self) -> None:
+        from twophase.audit import Rule
+
+        object.__setattr__(self, "rules", tuple(self.rules) if isinstance(self.rules, (list, tuple)) else self.rules)
+        if not isinstance(self.rules, tuple):
+            raise SpecError(f"LoadConfig rules must be a list of audit rules, got {type(self.rules).__name__}")
+        wrong = [r for r in self.rules if not isinstance(r, Rule)]
+        if wrong:
+            raise SpecError(f"LoadConfig rules must be twophase.audit rules (RowCount, NullShare, ...), got {wrong[0]!r}")
+        names = [r.name for r in self.rules]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise SpecError(f"LoadConfig rules name {twice} more than once: give each its own")
+        known = self.load_targets()
+        for rule in self.rules:
+            if rule.target is not None and rule.target not in known:
+                raise SpecError(f"audit rule {rule.name} measures {rule.target!r}, which is not a target of this load "
+                                f"(its targets: {', '.join(known)})")
 
     def core_connection(self, target) -> str:
         """The core target's `connection`: '' for the default servers (the log's database,

@@ -1,14 +1,17 @@
 """The DAG factory: a two-phase load as tasks whose graph is the protocol.
 
-    begin -> prepare -> vote -> commit | rollback -> finish
+    begin -> prepare -> audit -> vote -> commit | rollback -> finish
 
 - begin (short-circuit): refuses unknown trigger keys, logs the load; when the day is
   already committed in append mode (exactly once per day) it says "nothing to do" and
   skips prepare, and through the trigger rules below vote, commit and rollback too.
 - prepare: spark-submit of the pipeline's job (TwoPhasePrepareOperator).
-- vote (branch, trigger rule NONE_SKIPPED): runs when prepare succeeded, failed or could
-  not run because begin failed; skipped only when begin short-circuited. Decides and
-  picks commit or rollback (or skips both when no load was begun).
+- audit: the pipeline's audit rules (LoadConfig.rules) measured on the staged data; the
+  report is stored with the load and logged. Runs only when prepare succeeded.
+- vote (branch, trigger rule NONE_SKIPPED): runs when prepare and audit succeeded, failed
+  or could not run because begin failed; skipped only when begin short-circuited. Reads
+  the audit's verdict (no report: abort), makes the participants ready, decides and picks
+  commit or rollback (or skips both when no load was begun).
 - commit: emits one Asset per target (table or topic), with the load id and the
   per-target counts in the event's extra.
 - rollback: discards what was staged; its log says what and why.
@@ -72,6 +75,7 @@ def load_params(min_rows: int = 1, max_rejected_share: float = 0.05, mode: str =
 class TwoPhaseTasks:
     begin: object
     prepare: object
+    audit: object
     vote: object
     commit: object
     rollback: object
@@ -98,6 +102,12 @@ def two_phase_load(config: LoadConfig, application: str, *, application_args: li
         task_id="prepare", load=config, pipeline=pipeline, application=application,
         application_args=application_args, conf=spark_conf, name=f"twophase-{pipeline}", retries=0)
 
+    # Runs only after prepare succeeded; the vote runs either way and aborts a load
+    # without an audit report.
+    @task(task_id="audit", retries=2, retry_delay=retry_delay)
+    def audit() -> str:
+        return tasks.audit(config, pipeline, get_current_context())
+
     @task(task_id="commit", outlets=outlets, retries=commit_retries, retry_delay=retry_delay)
     def commit() -> None:
         tasks.commit(config, pipeline, get_current_context(), outlets)
@@ -120,9 +130,9 @@ def two_phase_load(config: LoadConfig, application: str, *, application_args: li
     def finish() -> None:
         tasks.finish(config, pipeline, get_current_context())
 
-    begin_task, vote_task, finish_task = begin(), vote(), finish()
-    begin_task >> prepare >> vote_task >> [commit_task, rollback_task] >> finish_task
-    return TwoPhaseTasks(begin_task, prepare, vote_task, commit_task, rollback_task, finish_task)
+    begin_task, audit_task, vote_task, finish_task = begin(), audit(), vote(), finish()
+    begin_task >> prepare >> audit_task >> vote_task >> [commit_task, rollback_task] >> finish_task
+    return TwoPhaseTasks(begin_task, prepare, audit_task, vote_task, commit_task, rollback_task, finish_task)
 
 
 def _current_dag_id() -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from twophase import recovery
+from twophase import quarantine, recovery
 from twophase.log import TransactionLog
 
 from .connections import from_airflow
@@ -15,12 +15,14 @@ log = logging.getLogger("twophase")
 
 
 def recover_all(deadline: timedelta, log_conn_id: str = DEFAULT_POSTGRES,
-                sweep_conn_ids: dict[str, str] | None = None) -> list[recovery.Action]:
+                sweep_conn_ids: dict[str, str] | None = None,
+                quarantine_retention: timedelta = quarantine.DEFAULT_RETENTION) -> list[recovery.Action]:
     """Recover every load of the log on `log_conn_id`; the servers their targets name are
     found by connection id. Orphans are swept on the log's database, the default Kafka
     cluster and `sweep_conn_ids` ({connection id: kind}: the other databases targets use)."""
     conns = from_airflow(log_conn_id, sweep_conn_ids, lookup=True)
-    actions = recovery.recover(TransactionLog(conns.pg_dsn), conns, deadline)
+    actions = recovery.recover(TransactionLog(conns.pg_dsn), conns, deadline,
+                               quarantine_retention=quarantine_retention)
     if not actions:
         log.info("nothing in doubt: every load is resolved and no orphan is left")
     for action in actions:

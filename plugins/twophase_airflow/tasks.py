@@ -13,7 +13,9 @@ from datetime import date, datetime, time, timedelta, timezone
 import psycopg2
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from twophase import coordinator, ids
+from twophase import coordinator, ids, quarantine
+from twophase.audit import PASS
+from twophase.audit.report import audit_summary
 from twophase.errors import ServerUnreachable, one_line
 from twophase.log import TransactionLog, UnknownLoad
 from twophase.outcome import Outcome
@@ -142,6 +144,21 @@ def refuse_unknown_params(context) -> None:
                                    f"{', '.join(known)}. Correct the key and trigger again")
 
 
+def audit(cfg: LoadConfig, pipeline: str, context) -> str:
+    """Measure the pipeline's audit rules on the staged data; log the report; its verdict
+    is stored with the load for the vote. Returns the verdict ('none': nothing to audit)."""
+    lid, conns, txlog = _the_load(cfg, pipeline, context)
+    with airflow_outcome("audit", lid):
+        report = coordinator.audit(txlog, conns, lid, cfg.rules)
+    if report is None:
+        log.info("nothing to audit: load %s is %s", lid, txlog.get(lid).state)
+        return "none"
+    for line in report.lines():
+        (log.warning if report.verdict != PASS else log.info)("%s", line)
+    log.info("the report as JSON: python -m twophase show %s --audit", lid)
+    return report.verdict
+
+
 def vote(cfg: LoadConfig, pipeline: str, context, commit_task: str, rollback_task: str) -> str:
     """Gather the votes, apply the quality gates, log the decision durably, branch."""
     lid, conns, txlog = _the_load(cfg, pipeline, context)
@@ -161,7 +178,7 @@ def vote(cfg: LoadConfig, pipeline: str, context, commit_task: str, rollback_tas
     rules = [MinRows(int(params.get("min_rows", 1))), MaxRejectedShare(float(params.get("max_rejected_share", 1.0))),
              MaxSkippedFiles(int(params.get("max_skipped_files", 0)))]
     with airflow_outcome("vote", lid):
-        load = coordinator.vote(txlog, conns, lid, rules)
+        load = coordinator.vote(txlog, conns, lid, rules, require_audit=True)
     for v in txlog.votes(lid).values():
         log.info("vote of %s: %s, %d staged%s; %s", v.participant, "YES" if v.yes else "NO", v.count,
                  f" ({v.reason})" if v.reason else "", v.summary or v.committable)
@@ -190,7 +207,7 @@ def commit(cfg: LoadConfig, pipeline: str, context, assets) -> None:
              ", ".join(f"{n} in {target}" for target, n in counts.items()))
     _log_exposure(load)
     extra = {"load_id": lid, "counts": counts, "data_interval_start": str(load.data_interval_start),
-             "mode": context["params"].get("mode", "append")}
+             "mode": context["params"].get("mode", "append"), "audit": audit_summary(load.audit)}
     for asset in assets:
         context["outlet_events"][asset].extra = extra
 
@@ -211,8 +228,24 @@ def rollback(cfg: LoadConfig, pipeline: str, context) -> None:
     if before.metrics.get("rejected_lines"):
         log.warning("rejected input lines: %s (by reason: %s); kept in %s", before.metrics["rejected_lines"],
                     before.metrics.get("rejected_by_reason"), before.input.get("rejects", "the job's rejects folder"))
+    _log_quarantine(conns, lid)
     log.info("the input is untouched: %s; fix the cause and trigger the day again", before.input.get("path", before.input))
     _log_exposure(txlog.get(lid))
+
+
+def _log_quarantine(conns, lid: str, shown: int = 20) -> None:
+    """The first `shown` rejected lines the quarantine kept, and where to see them all."""
+    try:
+        lines = quarantine.kept(conns.pg_dsn, lid, limit=shown + 1)
+    except Exception as exc:  # noqa: BLE001 - the rollback is done; this is only its report
+        log.warning("could not read the quarantine: %s", one_line(str(exc)))
+        return
+    if not lines:
+        return
+    log.warning("the first %d rejected lines (all of them: `python -m twophase show %s --rejected`):",
+                min(shown, len(lines)), lid)
+    for line in lines[:shown]:
+        log.warning("  %s", line.describe())
 
 
 def _log_exposure(load) -> None:

@@ -36,6 +36,7 @@ pre { background: #f7fafc; border: 1px solid #e2e8f0; padding: 8px; overflow-x: 
 .COMMITTED { color: #2f855a; } .ABORTED { color: #718096; } .VIOLATED { color: #c53030; }
 .PREPARING, .PREPARED, .COMMITTING, .ABORTING { color: #b7791f; }
 .yes { color: #2f855a; font-weight: 600; } .no { color: #c53030; font-weight: 600; }
+.verdict-pass { color: #2f855a; font-weight: 600; } .verdict-warn { color: #b7791f; font-weight: 600; } .verdict-error { color: #c53030; font-weight: 600; }
 form.filters { margin: 0 0 12px; display: flex; gap: 12px; align-items: end; flex-wrap: wrap; }
 form.filters label { display: flex; flex-direction: column; font-size: 12px; color: #4a5568; }
 dl.summary { display: grid; grid-template-columns: max-content auto; gap: 2px 16px; margin: 0; }
@@ -173,6 +174,23 @@ def list_page(rows: list[LoadSummary], *, detail_url: Callable[[str], str], pipe
     return page("Transactions", f"<h1>Transactions</h1>{filters}{shown if rows else ''}{table}")
 
 
+def _audit(report: dict | None) -> str:
+    """The audit report: its verdict, then a row per rule."""
+    if report is None:
+        return '<p class="muted">Not audited (the audit did not run).</p>'
+    bound = lambda b: "any" if b["min"] is None and b["max"] is None else (  # noqa: E731
+        f"{'' if b['min'] is None else b['min']}..{'' if b['max'] is None else b['max']}")
+    rows = "".join(
+        f"<tr><td>{e(r['rule'])}</td><td class=\"num\">{'-' if r['value'] is None else e(format(r['value'], 'g'))}</td>"
+        f"<td>{e(bound(r['warn']))}</td><td>{e(bound(r['error']))}</td>"
+        f"<td class=\"verdict-{e(r['verdict'])}\">{e(r['verdict'])}</td><td>{e(r['detail'])}</td></tr>"
+        for r in report["rules"])
+    return (f"<p>Verdict: <strong class=\"verdict-{e(report['verdict'])}\">{e(report['verdict'])}</strong>, "
+            f"{len(report['rules'])} rules, audited {e(report['audited_at'])}.</p>"
+            + (f"<table><tr><th>Rule</th><th>Value</th><th>Warn outside</th><th>Error outside</th><th>Verdict</th>"
+               f"<th>Detail</th></tr>{rows}</table>" if rows else ""))
+
+
 def detail_page(detail: LoadDetail, *, list_url: str) -> str:
     load, votes, history = detail.load, detail.votes, detail.history
     staged = summarize(load.__dict__, votes.values()).counts
@@ -218,10 +236,12 @@ def detail_page(detail: LoadDetail, *, list_url: str) -> str:
     )
     history_html = (f"<table><tr><th>From</th><th>To</th><th>Reason</th><th>At</th></tr>{history_rows}</table>")
     prepare_error = f"<pre>{e(load.prepare_error)}</pre>" if load.prepare_error else '<p class="muted">None.</p>'
+    audit_html = _audit(load.audit)
     body = (
         f'<p><a href="{e(list_url)}">← Transactions</a></p>'
         f"<h1>Load {e(load.load_id)}</h1><dl class=\"summary\">{dl}</dl>"
         f"<h2>Votes</h2>{votes_html}"
+        f"<h2>Audit</h2>{audit_html}"
         f"<h2>History</h2>{history_html}"
         f"<h2>Metrics</h2>{_json(load.metrics)}"
         f"<h2>Prepare error</h2>{prepare_error}"

@@ -331,3 +331,28 @@ def test_ready_votes_no_naming_staging_lost_while_the_load_waited(harness):
     assert h.participant(lid).abort(readied).ok
     assert_nothing_visible(h, lid)
     assert h.leftovers(lid) == []
+
+
+# 8 -------------------------------------------------------------------------------------------
+
+
+def test_the_audit_reads_every_targets_staged_rows_where_they_were_staged(harness):
+    """staged_rows(): between prepare and vote, read-only, holding nothing, all the rows."""
+    h = harness
+    lid = h.load_id()
+    p = h.participant(lid)
+    vote = h.prepare(p, h.stage(p))
+    assert vote.yes, vote.reason
+    for target in p.targets:
+        rows = h.participant(lid).staged_rows(vote, target)
+        assert rows is not None, f"{h.kind} cannot read {target}'s staged rows"
+        table = rows.arrow()
+        assert rows.count() == table.num_rows == ROWS
+        column = table.column_names[0]
+        assert rows.nulls(column) == table.column(column).null_count
+        assert rows.duplicates(tuple(table.column_names)) == 0
+    assert h.held(lid) == []
+    assert_nothing_visible(h, lid)
+    readied = h.participant(lid).ready(vote)
+    assert readied.yes, readied.reason
+    assert h.participant(lid).commit(readied).kind == Kind.DONE

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from decimal import Decimal
 
@@ -16,6 +19,7 @@ from hostile.catalog import catalog, file_lines, write
 from order_rules import REASONS
 from orders_sample.generate import generate
 from test_orders_pipeline import (assert_verified, folder_digest, loads_of_day, table_rows, topic_records)
+from twophase import quarantine
 from twophase.log import TransactionLog
 
 pytestmark = pytest.mark.slow
@@ -84,6 +88,20 @@ def test_every_hostile_line_is_accounted_for(run_dag, orders_data, fresh_day, pg
     [(name, data)] = [(n, d) for c in cases if c.name == "invalid_utf8" for n, d in c.files.items()]
     assert base64.b64decode(bad_utf8["line_base64"]) == data.rstrip(b"\n")
     assert "\\xe9" in bad_utf8["line"] and "byte 0xe9" in bad_utf8["detail"]
+
+    # The quarantine keeps the same lines, queryable with the load: `show --rejected`.
+    kept = quarantine.kept(pg_dsn, load_id)
+    assert Counter((k.source, k.reason, k.detail, k.content) for k in kept) == Counter(
+        (r["file"], r["reason"], r["detail"], r["line"].replace("\x00", "\\x00")) for r in rejects)
+    [nul] = [k for k in kept if k.source.endswith("nul_byte_outside_strings.jsonl")]
+    assert nul.content.endswith("\\x00}"), "a NUL is kept as the four characters \\x00"
+    shown = subprocess.run([sys.executable, "-m", "twophase", "show", load_id, "--rejected"], capture_output=True,
+                           text=True, timeout=120, env=os.environ)
+    assert shown.returncode == 0, shown.stderr
+    assert f"{metrics['rejected_lines']} rejected lines, {len(kept)} kept in the quarantine" in shown.stdout
+    for reason, n in expected_rejects.items():
+        assert f"{reason}: {n} kept of {n}" in shown.stdout
+    assert all(k.describe() in shown.stdout for k in kept)
 
     # Exactly the valid orders landed, once, on both sides.
     expected_rows = {customer: row for c in cases for customer, row in c.rows.items()}

@@ -61,8 +61,9 @@ def test_a_second_run_of_a_day_in_flight_fails_and_finish_says_why(run_dag, orde
     try:
         run = run_dag({"date": fresh_day.isoformat()})
         assert run.state == "failed", run.output[-4000:]
-        assert task_states(run.run_id) == {"begin": "failed", "prepare": "upstream_failed", "vote": "skipped",
-                                           "commit": "skipped", "rollback": "skipped", "finish": "failed"}
+        assert task_states(run.run_id) == {"begin": "failed", "prepare": "upstream_failed", "audit": "upstream_failed",
+                                           "vote": "skipped", "commit": "skipped", "rollback": "skipped",
+                                           "finish": "failed"}
         busy = f"load {other.load_id} of the same data interval is PREPARING: wait for it to end"
         assert busy in run.task_log("begin"), run.task_log("begin")[-3000:]
         assert "no load was begun: cannot begin load " in run.task_log("finish") and busy in run.task_log("finish")
@@ -80,7 +81,7 @@ def test_an_already_committed_day_is_green_and_finish_says_nothing_to_do(run_dag
 
     again = run_dag({"date": fresh_day.isoformat(), "mode": "append"})
     assert again.state == "success", again.output[-4000:]
-    assert task_states(again.run_id) == {"begin": "success", "prepare": "skipped", "vote": "skipped",
+    assert task_states(again.run_id) == {"begin": "success", "prepare": "skipped", "audit": "skipped", "vote": "skipped",
                                          "commit": "skipped", "rollback": "skipped", "finish": "success"}
     finish = again.task_log("finish")
     assert "nothing to do: the data interval starting" in finish

@@ -13,6 +13,7 @@ DAG_FILE = textwrap.dedent('''
     import pendulum
     from airflow.sdk import DAG
 
+    from twophase.audit import NullShare, RowCount
     from twophase_airflow import IcebergTable, LoadConfig, Table, Topic, load_params, table_asset, topic_asset, two_phase_load
 
 
@@ -43,6 +44,8 @@ def import_errors(tmp_path, dag_id="bad_config", params="load_params()", config_
 def test_a_good_config_imports(tmp_path):
     bag_errors = import_errors(tmp_path)
     assert bag_errors == ""
+    with_rules = config(rules="[RowCount('analytics.t', error=(1, None)), NullShare('t', 'customer_id')]")
+    assert import_errors(tmp_path, config_source=with_rules) == ""
 
 
 def test_a_config_of_two_tables_in_two_databases_two_topics_and_an_iceberg_table_imports(tmp_path):
@@ -86,6 +89,15 @@ def test_a_config_of_two_tables_in_two_databases_two_topics_and_an_iceberg_table
     (GOOD_TARGETS, {"pipeline": "'my pipeline'"}, "LoadConfig pipeline: pipeline name 'my pipeline' must be 1-64 "
                                                   "characters"),
     (GOOD_TARGETS, {"log_conn_id": "''"}, "LoadConfig log_conn_id must name an Airflow connection, got ''"),
+    (GOOD_TARGETS, {"rules": "[RowCount('analytics.nope')]"},
+     "audit rule row_count(analytics.nope) measures 'analytics.nope', which is not a target of this load (its "
+     "targets: analytics.t, t)"),
+    (GOOD_TARGETS, {"rules": "['row count']"}, "LoadConfig rules must be twophase.audit rules (RowCount, NullShare, "
+                                               "...), got 'row count'"),
+    (GOOD_TARGETS, {"rules": "[RowCount('t'), RowCount('t')]"},
+     "LoadConfig rules name ['row_count(t)'] more than once"),
+    (GOOD_TARGETS, {"rules": "[NullShare('t', 'c', warn=5)]"}, "thresholds are Bounds(min, max) or a (min, max) "
+                                                               "pair, not 5"),
 ])
 def test_a_wrong_load_config_is_an_import_error_naming_the_problem(tmp_path, targets, fields, message):
     errors = import_errors(tmp_path, config_source=config(targets, **fields))

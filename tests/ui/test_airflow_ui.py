@@ -118,7 +118,7 @@ def test_trigger_commit_then_a_gate_rollback_from_the_ui(page, pg_dsn):
     assert task_state(page, committed, "rollback") == "skipped"
     page.goto(f"{page.base}/dags/{DAG_ID}/runs/{committed}")
     page.get_by_role("button", name="Show Graph (Press g)").click()
-    for task_id in ("begin", "prepare", "vote", "commit", "rollback", "finish"):
+    for task_id in ("begin", "prepare", "audit", "vote", "commit", "rollback", "finish"):
         page.get_by_test_id(f"rf__node-{task_id}").wait_for()
     page.screenshot(path=ARTIFACTS / "committed-run-graph.png", full_page=True)
     page.get_by_role("button", name="Show Grid (Press g)").click()  # the UI remembers the view

@@ -722,3 +722,41 @@ def test_the_likeliest_to_fail_commits_first_then_the_other_may_fail_ones_then_t
              made(KafkaParticipant, "kafka@eu"), made(KafkaParticipant, "kafka")]
     assert [p.name for p in commit_order(parts)] == ["kafka", "kafka@eu", "iceberg:a.t", "iceberg:b.t", "postgres",
                                                      "postgres@reporting"]
+
+
+# -- the audit step --------------------------------------------------------------------------
+
+
+def _prepared(log, conns, spec):
+    coordinator.begin(log, spec)
+    coordinator.prepare(log, conns, spec.load_id, frame(), {"input_lines": N, "rejected_lines": 1}, stage=LocalStage())
+
+
+def test_the_audit_measures_staged_rows_and_its_error_aborts_the_load(log, store):
+    from twophase.audit import DuplicateKeys, RowCount
+
+    conns, spec = Conns(store), make_spec()
+    _prepared(log, conns, spec)
+    report = coordinator.audit(log, conns, spec.load_id, [RowCount(ORDERS, warn=(N + 1, None)),
+                                                          DuplicateKeys(ORDERS, ("customer_id",), error=(0, 0))])
+    assert [(r.rule, r.value, r.verdict) for r in report.results] == [
+        (f"row_count({ORDERS})", N, "warn"), (f"duplicate_keys({ORDERS}: customer_id)", N - 7, "error")]
+    assert log.get(spec.load_id).audit == report.to_json()
+    assert visible(conns, spec.load_id) == NOTHING and store.is_prepared("tables", spec.load_id)
+
+    decided = coordinator.vote(log, conns, spec.load_id, require_audit=True)
+    assert decided.state == State.ABORTING and "audit: duplicate_keys(shop.orders: customer_id) is 13" in decided.reason
+    assert decided.exposed_at is None, "an audit error aborts before anything is made ready"
+    assert coordinator.audit(log, conns, spec.load_id, []) is None, "a decided load is not audited again"
+
+
+def test_a_load_without_its_required_audit_aborts_and_a_passing_one_commits(log, store):
+    conns = Conns(store)
+    missing, passing = make_spec("no-audit"), make_spec("audited")
+    _prepared(log, conns, missing)
+    decided = coordinator.vote(log, conns, missing.load_id, require_audit=True)
+    assert decided.state == State.ABORTING and "the audit did not run" in decided.reason
+
+    _prepared(log, conns, passing)
+    assert coordinator.audit(log, conns, passing.load_id, []).verdict == "pass"
+    assert coordinator.vote(log, conns, passing.load_id, require_audit=True).state == State.COMMITTING

@@ -277,6 +277,15 @@ class MemoryParticipant(Participant):
         _fault(self, "ready", after=True)
         return vote.no(problem) if problem else vote
 
+    def staged_rows(self, vote: Vote, target: str):
+        import pyarrow as pa
+
+        from ..audit.staged import ArrowRows
+
+        with self.store.lock:
+            rows = copy.deepcopy((self.store.prepared.get(self._ready) or {}).get(target, []))
+        return ArrowRows(target, pa.Table.from_pylist(rows))
+
     def commit(self, vote: Vote) -> Outcome:
         """DONE; ALREADY_DONE when committed before; FAILED when aborted here or when the
         prepared data is gone (lose_prepared, MemoryStore.lose)."""

@@ -12,7 +12,7 @@ from ...participant import Participant, Staging, Swept
 from ...votes import Vote
 from .catalog import (ATTEMPT_PROPERTY, LOAD_PROPERTY, arrow_schema, catalog_of, committed_attempt, committed_by,
                       delete_dir, delete_files, describe, load_table, partition_columns, staged_files, staging_dir,
-                      staging_dirs)
+                      staging_dirs, filesystem)
 from .target import IcebergTarget
 from .writer import IcebergWriter
 
@@ -120,6 +120,19 @@ class IcebergParticipant(Participant):
             return vote.no(f"iceberg table {self.target.table} does not exist (dropped after the vote?)")
         problem = self._files_missing(vote)
         return vote.no(problem) if problem else vote
+
+    def staged_rows(self, vote: Vote, target: str):
+        """The staged Parquet files' rows."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from ...audit.staged import ArrowRows
+
+        tables = []
+        for uri in vote.committable["files"]:
+            fs, path = filesystem(uri)
+            tables.append(pq.read_table(path, filesystem=fs))
+        return ArrowRows(target, pa.concat_tables(tables) if tables else pa.table({}))
 
     def _files_missing(self, vote: Vote) -> str:
         on_disk = staged_files(vote.committable["directory"])

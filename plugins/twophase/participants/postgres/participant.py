@@ -177,6 +177,11 @@ class PostgresParticipant(Participant):
             f"{n} rows for {t}" + (f" replacing {deleted[t]}" if deleted[t] else "") for t, n in counts.items())
         return Vote(self.name, True, sum(counts.values()), committable, "", counts, summary)
 
+    def staged_rows(self, vote: Vote, target: str):
+        from .staged import PostgresRows
+
+        return PostgresRows(self.dsn, target, self.staging[target])
+
     def _lost_staging(self, cur, vote: Vote) -> str:
         """'' when every staging table still holds the rows prepare counted, else what is
         gone."""

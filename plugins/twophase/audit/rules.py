@@ -1,0 +1,234 @@
+"""The audit's rules: each measures one value of a load and judges it against its warn
+and error thresholds (limits.Bounds, or (min, max) pairs).
+
+    RowCount(target)                    rows Spark computed for the target
+    RejectedShare()                     rejected input lines / input lines (the job's metrics)
+    NullShare(target, column)           share of staged rows whose column is null
+    DuplicateKeys(target, columns)      staged rows beyond the first of each key
+    ValueRange(target, column, lo, hi)  staged rows whose column is outside lo..hi
+    RowCountChange(target)              (rows - last committed load's rows) / those, same pipeline
+    SqlRule(name, target, query)        a number from SQL over the staged rows ({staged})
+    PythonRule(name, target, fn)        fn(pyarrow.Table of the staged rows) -> a number
+
+A rule that cannot be measured (a column the target lacks, SQL on a topic, a query that
+fails) is an error naming why: a rule that cannot be checked never passes silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, ClassVar, Mapping
+
+from ..errors import ServerUnreachable, SpecError, root_cause
+from .limits import Bounds, bounds, verdict
+from .staged import NotMeasurable, StagedRows
+
+
+@dataclass(frozen=True)
+class AuditInput:
+    """What rules measure: Spark's rows per target, the job's metrics, each target's staged
+    rows (`staged(target)`, None when its kind cannot be read), and the rows per target of
+    the pipeline's last committed load (None: there is none)."""
+
+    expected: Mapping[str, int]
+    metrics: Mapping[str, object]
+    staged: Callable[[str], StagedRows | None]
+    previous: Mapping[str, int] | None = None
+
+    def rows_of(self, target: str) -> StagedRows:
+        if target not in self.expected:
+            raise NotMeasurable(f"the load has no target {target!r} (it has {', '.join(self.expected)})")
+        staged = self.staged(target)
+        if staged is None:
+            raise NotMeasurable(f"the staged rows of {target} cannot be read before the commit")
+        return staged
+
+
+@dataclass(frozen=True)
+class Result:
+    """One rule's line of the report."""
+
+    rule: str
+    kind: str
+    target: str | None
+    value: float | None
+    warn: Bounds
+    error: Bounds
+    verdict: str
+    detail: str = ""
+
+    def to_json(self) -> dict:
+        return {"rule": self.rule, "kind": self.kind, "target": self.target, "value": self.value,
+                "warn": self.warn.to_json(), "error": self.error.to_json(), "verdict": self.verdict,
+                "detail": self.detail}
+
+    def describe(self) -> str:
+        value = "not measured" if self.value is None else f"{self.value:g}"
+        return (f"{self.verdict.upper():<5} {self.rule}: {value} (warn outside {self.warn.describe()}, error outside "
+                f"{self.error.describe()})" + (f"; {self.detail}" if self.detail else ""))
+
+
+@dataclass(frozen=True)
+class Rule:
+    warn: Bounds = field(default_factory=Bounds, kw_only=True)
+    error: Bounds = field(default_factory=Bounds, kw_only=True)
+    kind: ClassVar[str] = "rule"
+
+    def __post_init__(self):
+        object.__setattr__(self, "warn", bounds(self.warn))
+        object.__setattr__(self, "error", bounds(self.error))
+
+    @property
+    def target(self) -> str | None:
+        return getattr(self, "on", None)
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}({self.target})" if self.target else self.kind
+
+    def measure(self, audit: AuditInput) -> tuple[float, str]:
+        """(value, detail)."""
+        raise NotImplementedError
+
+    def check(self, audit: AuditInput) -> Result:
+        try:
+            value, detail = self.measure(audit)
+        except NotMeasurable as exc:
+            value, detail = None, f"not measurable: {exc}"
+        except ServerUnreachable:
+            raise  # the audit step retries; a server down says nothing about the data
+        except Exception as exc:  # noqa: BLE001 - a rule that fails to measure is an error of the audit, named
+            value, detail = None, f"failed to measure: {root_cause(exc)}"
+        return Result(self.name, self.kind, self.target, value, self.warn, self.error,
+                      verdict(value, self.warn, self.error), detail)
+
+
+def _share(part: int, whole: int) -> float:
+    return part / whole if whole else 0.0
+
+
+@dataclass(frozen=True)
+class RowCount(Rule):
+    on: str
+    kind: ClassVar[str] = "row_count"
+
+    def measure(self, audit):
+        if self.on not in audit.expected:
+            raise NotMeasurable(f"the load has no target {self.on!r}")
+        return audit.expected[self.on], "rows Spark computed"
+
+
+@dataclass(frozen=True)
+class RejectedShare(Rule):
+    kind: ClassVar[str] = "rejected_share"
+
+    def measure(self, audit):
+        metrics = audit.metrics
+        if "input_lines" not in metrics or "rejected_lines" not in metrics:
+            raise NotMeasurable("the job reported no input_lines and rejected_lines")
+        return _share(metrics["rejected_lines"], metrics["input_lines"]), (
+            f"{metrics['rejected_lines']} of {metrics['input_lines']} input lines rejected")
+
+
+@dataclass(frozen=True)
+class NullShare(Rule):
+    on: str
+    column: str
+    kind: ClassVar[str] = "null_share"
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}({self.on}.{self.column})"
+
+    def measure(self, audit):
+        rows = audit.rows_of(self.on)
+        nulls, total = rows.nulls(self.column), rows.count()
+        return _share(nulls, total), f"{nulls} of {total} rows have no {self.column}"
+
+
+@dataclass(frozen=True)
+class DuplicateKeys(Rule):
+    on: str
+    columns: tuple[str, ...]
+    kind: ClassVar[str] = "duplicate_keys"
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "columns", (self.columns,) if isinstance(self.columns, str) else tuple(self.columns))
+        if not self.columns:
+            raise SpecError("DuplicateKeys needs at least one key column")
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}({self.on}: {', '.join(self.columns)})"
+
+    def measure(self, audit):
+        return audit.rows_of(self.on).duplicates(self.columns), f"rows repeating a key ({', '.join(self.columns)})"
+
+
+@dataclass(frozen=True)
+class ValueRange(Rule):
+    on: str
+    column: str
+    low: float | None = None
+    high: float | None = None
+    kind: ClassVar[str] = "value_range"
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}({self.on}.{self.column} in {Bounds(self.low, self.high).describe()})"
+
+    def measure(self, audit):
+        outside = audit.rows_of(self.on).outside(self.column, self.low, self.high)
+        return outside, f"rows with {self.column} outside {Bounds(self.low, self.high).describe()}"
+
+
+@dataclass(frozen=True)
+class RowCountChange(Rule):
+    on: str
+    kind: ClassVar[str] = "row_count_change"
+
+    def measure(self, audit):
+        if self.on not in audit.expected:
+            raise NotMeasurable(f"the load has no target {self.on!r}")
+        rows = audit.expected[self.on]
+        before = (audit.previous or {}).get(self.on)
+        if not before:
+            return 0.0, "no earlier committed load of this pipeline with rows to compare with"
+        return (rows - before) / before, f"{rows} rows against {before} in the last committed load"
+
+
+@dataclass(frozen=True)
+class SqlRule(Rule):
+    label: str
+    on: str
+    query: str
+    kind: ClassVar[str] = "sql"
+
+    @property
+    def name(self) -> str:
+        return self.label
+
+    def measure(self, audit):
+        if "{staged}" not in self.query:
+            raise SpecError(f"SqlRule {self.label!r}: its query must read the staged rows as {{staged}}")
+        value = audit.rows_of(self.on).sql(self.query)
+        if value is None:
+            raise NotMeasurable("the query returned no value")
+        return float(value), "from SQL over the staged rows"
+
+
+@dataclass(frozen=True)
+class PythonRule(Rule):
+    label: str
+    on: str
+    fn: Callable = field(compare=False)
+    kind: ClassVar[str] = "python"
+
+    @property
+    def name(self) -> str:
+        return self.label
+
+    def measure(self, audit):
+        value = self.fn(audit.rows_of(self.on).arrow())
+        return float(value), f"{getattr(self.fn, '__name__', 'fn')} over the staged rows"

@@ -1,0 +1,91 @@
+"""What the audit reads: a target's staged rows, where they were staged, without moving them.
+
+A participant's `staged_rows(vote, target)` returns a StagedRows (None: its kind cannot be
+read before commit). Postgres answers in SQL over its staging table
+(participants/postgres/staged.py); the other kinds hand their staged rows over as an Arrow
+table (ArrowRows: Kafka decodes the staged records' JSON values, Iceberg reads the staged
+Parquet files, the memory participant its set-aside rows).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+
+class NotMeasurable(Exception):
+    """The rule cannot be measured on this target (a column it lacks, SQL on a topic)."""
+
+
+class StagedRows(ABC):
+    """One target's staged rows, read-only."""
+
+    target: str
+
+    @abstractmethod
+    def count(self) -> int: ...
+
+    @abstractmethod
+    def nulls(self, column: str) -> int:
+        """Rows whose `column` is null."""
+
+    @abstractmethod
+    def duplicates(self, columns: tuple[str, ...]) -> int:
+        """Rows beyond the first of each distinct key (`columns`)."""
+
+    @abstractmethod
+    def outside(self, column: str, low, high) -> int:
+        """Rows whose `column` is below `low` or above `high` (None: unbounded side)."""
+
+    def sql(self, query: str):
+        """The first column of the first row of `query`, where `{staged}` names the staged
+        rows as a relation. Only where the rows are in SQL."""
+        raise NotMeasurable(f"{self.target} is not staged in SQL: use a PythonRule over its rows")
+
+    @abstractmethod
+    def arrow(self):
+        """All staged rows as a pyarrow.Table (for PythonRule)."""
+
+
+class ArrowRows(StagedRows):
+    """Staged rows already in memory as a pyarrow.Table."""
+
+    def __init__(self, target: str, table):
+        self.target, self.table = target, table
+
+    def _column(self, column: str):
+        if self.table.num_rows == 0 and not self.table.column_names:
+            import pyarrow as pa
+
+            return pa.array([], pa.null())  # nothing staged (from an empty list: no columns either)
+        if column not in self.table.column_names:
+            raise NotMeasurable(f"{self.target} has no column {column!r} (it has {self.table.column_names})")
+        return self.table.column(column)
+
+    def count(self) -> int:
+        return self.table.num_rows
+
+    def nulls(self, column: str) -> int:
+        return self._column(column).null_count
+
+    def duplicates(self, columns: tuple[str, ...]) -> int:
+        for c in columns:
+            self._column(c)
+        if self.table.num_rows == 0:
+            return 0
+        distinct = self.table.group_by(list(columns)).aggregate([]).num_rows
+        return self.table.num_rows - distinct
+
+    def outside(self, column: str, low, high) -> int:
+        import pyarrow.compute as pc
+
+        values = self._column(column)
+        below = pc.less(values, low) if low is not None else None
+        above = pc.greater(values, high) if high is not None else None
+        both = [m for m in (below, above) if m is not None]
+        if not both:
+            return 0
+        mask = both[0] if len(both) == 1 else pc.or_(both[0], both[1])
+        return pc.sum(pc.cast(pc.fill_null(mask, False), "int64")).as_py() or 0
+
+    def arrow(self):
+        return self.table

@@ -1,0 +1,107 @@
+"""The quarantine: a load's rejected input lines, kept where people can query them.
+
+Table `twophase.quarantine` of the log's database, one row per kept line: the load, its
+reason, where it came from (`source`: file and line number), what is wrong with it
+(`detail`) and the line itself (`content`). At most `cap` lines per reason are kept per
+load (default 10,000; the job's metrics count them all); a NUL character, which Postgres
+text cannot hold, is kept as the four characters `\\x00`. Recovery deletes entries older
+than the retention (default 7 days).
+
+    keep(dsn, load_id, rejects_df, cap)   the prepare job, before it stages (replaces the load's)
+    kept(dsn, load_id, limit)             what `python -m twophase show LOAD --rejected` prints
+    sweep(dsn, older_than)                recovery's retention sweep
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import psycopg2.extras
+
+from .errors import SpecError, servers
+
+DEFAULT_CAP = 10_000
+DEFAULT_RETENTION = timedelta(days=7)
+COLUMNS = ("reason", "source", "detail", "content")  # the rejects frame's columns; only `reason` is required
+
+
+@dataclass(frozen=True)
+class Kept:
+    reason: str
+    source: str | None
+    detail: str | None
+    content: str | None
+    kept_at: datetime | None = None
+
+    def describe(self) -> str:
+        """One line: where, why, and the line itself (shortened)."""
+        content = self.content if self.content is None or len(self.content) <= 200 else self.content[:200] + "..."
+        return (f"{self.source or '?'}: {self.reason}" + (f" ({self.detail})" if self.detail else "")
+                + (f": {content!r}" if content is not None else ""))
+
+
+def capped(rejects, cap: int = DEFAULT_CAP) -> list[Kept]:
+    """The first `cap` lines of each reason of a Spark DataFrame of rejects (columns
+    `reason` and any of source, detail, content), collected to the driver in one job."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    if cap < 0:
+        raise SpecError(f"the quarantine's cap must be 0 or more lines per reason, not {cap}")
+    missing = [c for c in ("reason",) if c not in rejects.columns]
+    if missing:
+        raise SpecError(f"the job's rejects frame needs a 'reason' column; it has {rejects.columns}")
+    columns = [F.col(c).cast("string").alias(c) if c in rejects.columns else F.lit(None).cast("string").alias(c)
+               for c in COLUMNS]
+    order = [F.col(c) for c in ("source",) if c in rejects.columns] or [F.lit(1)]
+    numbered = rejects.select(*columns).withColumn(
+        "n", F.row_number().over(Window.partitionBy("reason").orderBy(*order)))
+    return [Kept(*(r[c] for c in COLUMNS)) for r in numbered.where(F.col("n") <= cap).drop("n").collect()]
+
+
+def _text(value: str | None) -> str | None:
+    return None if value is None else value.replace("\x00", "\\x00")
+
+
+def keep(dsn: str, load_id: str, lines: list[Kept]) -> int:
+    """Replace the load's quarantine with `lines` (a retried prepare keeps them once);
+    returns how many were kept."""
+    with servers(pg_dsn=dsn):
+        conn = psycopg2.connect(dsn)
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute("delete from twophase.quarantine where load_id = %s", (load_id,))
+            psycopg2.extras.execute_values(
+                cur, "insert into twophase.quarantine (load_id, reason, source, detail, content) values %s",
+                [(load_id, _text(k.reason) or "", _text(k.source), _text(k.detail), _text(k.content)) for k in lines],
+                page_size=1000)
+    finally:
+        conn.close()
+    return len(lines)
+
+
+def kept(dsn: str, load_id: str, limit: int | None = None) -> list[Kept]:
+    """The load's kept lines, by reason, in the order they were kept (at most `limit`)."""
+    with servers(pg_dsn=dsn):
+        conn = psycopg2.connect(dsn)
+    try:
+        conn.set_session(readonly=True, autocommit=True)
+        with conn.cursor() as cur:
+            cur.execute("select reason, source, detail, content, kept_at from twophase.quarantine where load_id = %s "
+                        "order by reason, id limit %s", (load_id, limit))
+            return [Kept(*row) for row in cur.fetchall()]
+    finally:
+        conn.close()
+
+
+def sweep(dsn: str, older_than: timedelta = DEFAULT_RETENTION) -> int:
+    """Delete entries kept longer ago than `older_than`; returns how many."""
+    with servers(pg_dsn=dsn):
+        conn = psycopg2.connect(dsn)
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute("delete from twophase.quarantine where kept_at < now() - %s", (older_than,))
+            return cur.rowcount
+    finally:
+        conn.close()

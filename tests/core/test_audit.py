@@ -1,0 +1,85 @@
+"""The audit on real servers: rules measured where the rows were staged (SQL over the
+Postgres staging table, the staged records' JSON in the staging topic), holding nothing
+while it runs; the report stored and printed by `show --audit`; an error aborts the load
+before anything is made ready."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import jsonschema
+
+from support import count_table_rows, make_df, make_spec, read_topic, table_of, topic_of
+from twophase import coordinator
+from twophase.audit import DuplicateKeys, NullShare, RowCount, RowCountChange, SqlRule, ValueRange
+from twophase.audit.report import schema
+from twophase.participants.postgres import prepared_gids
+from twophase.states import State
+
+ROWS = 300
+
+
+def _prepared(spark, txlog, conns, target, run_id, mode="append"):
+    spec = make_spec(target, run_id=run_id, mode=mode, replace_where={"day": "2026-11-20"} if mode == "replace" else None)
+    coordinator.begin(txlog, spec)
+    coordinator.prepare(txlog, conns, spec.load_id, make_df(spark, ROWS))
+    return spec
+
+
+def test_rules_measure_the_staged_data_and_the_report_is_kept(spark, txlog, conns, target, pg_dsn):
+    table, topic = target["table"], target["topic"]
+    first = _prepared(spark, txlog, conns, target, f"{topic}-1")
+    assert coordinator.audit(txlog, conns, first.load_id, [RowCount(table, error=(1, None))]).verdict == "pass"
+    assert coordinator.vote(txlog, conns, first.load_id, require_audit=True).state == State.COMMITTING
+    coordinator.commit(txlog, conns, first.load_id)
+
+    second = _prepared(spark, txlog, conns, target, f"{topic}-2", "replace")  # the pipeline's next load of the day
+    rules = [
+        SqlRule("big customers", table, "select count(*) from {staged} where orders > 5", warn=(None, 10)),
+        NullShare(topic, "customer_id", error=(0, 0)),
+        DuplicateKeys(table, ("customer_id", "day"), error=(0, 0)),
+        ValueRange(table, "orders", low=1, high=1000, error=(0, 0)),
+        RowCountChange(table, warn=(-0.1, 0.1)),
+    ]
+    report = coordinator.audit(txlog, conns, second.load_id, rules)
+    assert [(r.rule, r.verdict) for r in report.results] == [
+        ("big customers", "warn"), (f"null_share({topic}.customer_id)", "pass"),
+        (f"duplicate_keys({table}: customer_id, day)", "pass"), (f"value_range({table}.orders in 1..1000)", "pass"),
+        (f"row_count_change({table})", "pass")], [r.describe() for r in report.results]
+    with_sql = report.results[0]
+    assert with_sql.value > 10 and with_sql.detail == "from SQL over the staged rows"
+    assert report.results[4].detail == f"{ROWS} rows against {ROWS} in the last committed load"
+    # The audit held nothing and made nothing visible.
+    assert [g for g in prepared_gids(pg_dsn) if second.load_id in g] == []
+    assert count_table_rows(pg_dsn, table_of(second).table, second.load_id) == 0
+
+    shown = subprocess.run([sys.executable, "-m", "twophase", "show", second.load_id, "--audit"],
+                           capture_output=True, text=True, timeout=120, env=os.environ)
+    assert shown.returncode == 0, shown.stderr
+    stored = json.loads(shown.stdout)
+    jsonschema.validate(stored, schema())
+    assert stored == report.to_json() and stored["verdict"] == "warn"
+    decided = coordinator.vote(txlog, conns, second.load_id, require_audit=True)
+    assert decided.state == State.COMMITTING, f"a warning does not stop the load: {decided.reason}"
+    coordinator.commit(txlog, conns, second.load_id)
+
+
+def test_an_error_aborts_the_load_naming_the_rule(spark, txlog, conns, target, pg_dsn, kafka_bootstrap):
+    spec = _prepared(spark, txlog, conns, target, f"{target['topic']}-error")
+    rules = [ValueRange(target["table"], "orders", high=3, error=(0, 0)),
+             SqlRule("no such column", target["table"], "select max(nope) from {staged}")]
+    report = coordinator.audit(txlog, conns, spec.load_id, rules)
+    assert [r.verdict for r in report.results] == ["error", "error"]
+    assert "UndefinedColumn" in report.results[1].detail or "nope" in report.results[1].detail
+
+    decided = coordinator.vote(txlog, conns, spec.load_id, require_audit=True)
+    assert decided.state == State.ABORTING and decided.exposed_at is None
+    assert f"audit: value_range({target['table']}.orders in <= 3) is" in decided.reason
+    assert "audit: no such column is not measured" in decided.reason
+    coordinator.rollback(txlog, conns, spec.load_id)
+    assert count_table_rows(pg_dsn, table_of(spec).table, spec.load_id) == 0
+    assert read_topic(kafka_bootstrap, topic_of(spec).topic) == []
+    assert txlog.get(spec.load_id).state == State.ABORTED

@@ -1,0 +1,110 @@
+"""The audit's rules, each kind at pass, warn and error, over staged rows in memory; the
+report's JSON against its documented schema; the vote's reading of the verdict."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jsonschema
+import pyarrow as pa
+import pytest
+
+from twophase.audit import (ArrowRows, AuditInput, AuditReport, Bounds, DuplicateKeys, NullShare, PythonRule,
+                            RejectedShare, RowCount, RowCountChange, SqlRule, ValueRange)
+from twophase.audit.limits import verdict, worst
+from twophase.audit.report import audit_reasons, schema
+from twophase.errors import SpecError
+
+T = "analytics.t"
+ROWS = pa.table({"id": [1, 2, 2, 3, 4, 5, 6, 7, 8, 9], "amount": [5, 10, None, 20, 30, 40, 50, 60, 1000, -1]})
+
+
+def audit_input(previous=None, metrics=None) -> AuditInput:
+    return AuditInput({T: ROWS.num_rows}, {"input_lines": 100, "rejected_lines": 4} if metrics is None else metrics,
+                      lambda target: ArrowRows(target, ROWS) if target == T else None, previous)
+
+
+# rule -> (measured value, warn bounds and error bounds giving each verdict)
+CASES = {
+    "row_count": (RowCount(T), 10),
+    "rejected_share": (RejectedShare(), 0.04),
+    "null_share": (NullShare(T, "amount"), 0.1),
+    "duplicate_keys": (DuplicateKeys(T, ("id",)), 1),
+    "value_range": (ValueRange(T, "amount", 0, 100), 2),
+    "row_count_change": (RowCountChange(T), 0.25),
+    "python": (PythonRule("max amount", T, lambda t: max(v for v in t.column("amount").to_pylist() if v is not None)),
+               1000),
+}
+
+
+@pytest.mark.parametrize("kind", list(CASES))
+@pytest.mark.parametrize("expect", ["pass", "warn", "error"])
+def test_each_rule_kind_measures_and_judges_at_every_level(kind, expect):
+    rule, value = CASES[kind]
+    thresholds = {"pass": dict(warn=(None, value), error=(None, value)),
+                  "warn": dict(warn=(None, value / 2), error=(None, value)),
+                  "error": dict(warn=(None, value / 2), error=(None, value / 2))}[expect]
+    judged = dataclasses.replace(rule, **thresholds)
+    result = judged.check(audit_input(previous={T: 8}))
+    assert result.value == pytest.approx(value), result.detail
+    assert result.verdict == expect, result.describe()
+
+
+def test_a_rule_that_cannot_be_measured_is_an_error_naming_why():
+    missing_column = NullShare(T, "nope").check(audit_input())
+    assert (missing_column.verdict, missing_column.value) == ("error", None)
+    assert "has no column 'nope'" in missing_column.detail
+    no_metrics = RejectedShare(error=(None, 1)).check(audit_input(metrics={}))
+    assert no_metrics.verdict == "error" and "input_lines" in no_metrics.detail
+    sql_on_arrow = SqlRule("big", T, "select count(*) from {staged}").check(audit_input())
+    assert sql_on_arrow.verdict == "error" and "not staged in SQL" in sql_on_arrow.detail
+    failing = PythonRule("boom", T, lambda t: 1 / 0).check(audit_input())
+    assert failing.verdict == "error" and "ZeroDivisionError" in failing.detail
+    unknown = RowCount("other.table").check(audit_input())
+    assert unknown.verdict == "error" and "no target 'other.table'" in unknown.detail
+
+
+def test_the_first_load_of_a_pipeline_has_no_change_to_measure():
+    result = RowCountChange(T, error=(-0.5, 0.5)).check(audit_input(previous=None))
+    assert (result.value, result.verdict) == (0.0, "pass") and "no earlier committed load" in result.detail
+
+
+def test_thresholds_and_verdicts():
+    assert verdict(5, Bounds(0, 10), Bounds(0, 20)) == "pass"
+    assert verdict(15, Bounds(0, 10), Bounds(0, 20)) == "warn"
+    assert verdict(-1, Bounds(0, 10), Bounds(None, 20)) == "warn"
+    assert verdict(21, Bounds(0, 10), Bounds(0, 20)) == "error"
+    assert verdict(None, Bounds(), Bounds()) == "error"
+    assert worst(["pass", "error", "warn"]) == "error" and worst([]) == "pass"
+    with pytest.raises(SpecError, match="min 2 is above max 1"):
+        Bounds(2, 1)
+    with pytest.raises(SpecError, match="thresholds are Bounds"):
+        RowCount(T, warn=5)
+
+
+def test_the_report_follows_its_schema_and_the_vote_reads_its_errors():
+    rules = [RowCount(T, warn=(20, None)), NullShare(T, "amount", error=(None, 0.05)), RejectedShare(),
+             SqlRule("sql", T, "select 1 from {staged}")]
+    report = AuditReport("pipe.load", tuple(r.check(audit_input()) for r in rules), {T: 10}, {"bad amount": 4})
+    doc = report.to_json()
+    jsonschema.validate(doc, schema())
+    assert doc["verdict"] == report.verdict == "error"
+    assert [r["verdict"] for r in doc["rules"]] == ["warn", "error", "pass", "error"]
+    reasons = audit_reasons(doc, required=True)
+    assert len(reasons) == 2 and reasons[0].startswith("audit: null_share(analytics.t.amount) is 0.1, outside <= 0.05")
+    assert audit_reasons(None, required=False) == []
+    assert "the audit did not run" in audit_reasons(None, required=True)[0]
+    lines = report.lines()
+    assert lines[0] == "audit of load pipe.load: ERROR (4 rules: 1 pass, 1 warn, 2 error)"
+    assert any("WARN  row_count(analytics.t): 10" in line for line in lines)
+    assert report.summary() == {"verdict": "error", "rules": {r.rule: r.verdict for r in report.results}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**doc, "verdict": "maybe"}, schema())
+
+
+def test_rules_over_nothing_staged_measure_nothing_wrong():
+    empty = AuditInput({T: 0}, {}, lambda target: ArrowRows(target, pa.Table.from_pylist([])))
+    for rule in (NullShare(T, "amount", error=(0, 0)), DuplicateKeys(T, ("id",), error=(0, 0)),
+                 ValueRange(T, "amount", 0, 1, error=(0, 0))):
+        result = rule.check(empty)
+        assert (result.value, result.verdict) == (0, "pass"), result.describe()
