@@ -1,13 +1,14 @@
 """The quarantine: a load's rejected input lines, kept where people can query them.
 
 Table `twophase.quarantine` of the log's database, one row per kept line: the load, its
-reason, where it came from (`source`: file and line number), what is wrong with it
+reason, where it came from (`source`: the file), what is wrong with it
 (`detail`) and the line itself (`content`). At most `cap` lines per reason are kept per
 load (default 10,000; the job's metrics count them all); a NUL character, which Postgres
 text cannot hold, is kept as the four characters `\\x00`. Recovery deletes entries older
 than the retention (default 7 days).
 
-    keep(dsn, load_id, rejects_df, cap)   the prepare job, before it stages (replaces the load's)
+    capped(rejects_df, cap)               the first `cap` lines of each reason, from a Spark frame
+    keep(dsn, load_id, lines)             the prepare job, before it stages (replaces the load's)
     kept(dsn, load_id, limit)             what `python -m twophase show LOAD --rejected` prints
     sweep(dsn, older_than)                recovery's retention sweep
 """
@@ -49,14 +50,13 @@ def capped(rejects, cap: int = DEFAULT_CAP) -> list[Kept]:
 
     if cap < 0:
         raise SpecError(f"the quarantine's cap must be 0 or more lines per reason, not {cap}")
-    missing = [c for c in ("reason",) if c not in rejects.columns]
-    if missing:
+    if "reason" not in rejects.columns:
         raise SpecError(f"the job's rejects frame needs a 'reason' column; it has {rejects.columns}")
     columns = [F.col(c).cast("string").alias(c) if c in rejects.columns else F.lit(None).cast("string").alias(c)
                for c in COLUMNS]
-    order = [F.col(c) for c in ("source",) if c in rejects.columns] or [F.lit(1)]
+    order = F.col("source") if "source" in rejects.columns else F.lit(1)
     numbered = rejects.select(*columns).withColumn(
-        "n", F.row_number().over(Window.partitionBy("reason").orderBy(*order)))
+        "n", F.row_number().over(Window.partitionBy("reason").orderBy(order)))
     return [Kept(*(r[c] for c in COLUMNS)) for r in numbered.where(F.col("n") <= cap).drop("n").collect()]
 
 
