@@ -37,6 +37,20 @@ def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed") ->
     return list(iter_topic(bootstrap, topic, isolation))
 
 
+def topic_ends(bootstrap: str, topic: str, isolation: str) -> list[int]:
+    """Each partition's end as a consumer of `isolation` sees it: read_committed sees the
+    last stable offset, which stops at the first open transaction."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ends-{topic}", "isolation.level": isolation})
+    try:
+        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1]
+                for p in sorted(partitions)]
+    finally:
+        consumer.close()
+
+
 def header(msg, name: str) -> str | None:
     for key, value in msg.headers() or []:
         if key == name:

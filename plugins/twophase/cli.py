@@ -11,7 +11,7 @@ import json
 import sys
 from datetime import timedelta
 
-from . import quarantine, recovery, report
+from . import approval, quarantine, recovery, report
 from .audit.report import audit_summary
 from .log import MIGRATIONS, TransactionLog, UnknownLoad
 from .spec import Connections, SpecError
@@ -60,6 +60,7 @@ def cmd_show(log, conns, args) -> int:
         "input": load.input, "expected_rows": load.expected_rows, "metrics": load.metrics,
         "prepare_error": load.prepare_error, "prepare_attempts": load.prepare_attempt,
         "audit": audit_summary(load.audit),
+        "approval": load.approval, "approval_to_visible_s": approval.to_visible_s(load.approval, load.finished_at),
         "votes": {name: v.to_json() for name, v in votes.items()},
         "history": [{"from": t.from_state, "to": t.to_state, "reason": t.reason, "at": t.at.isoformat()}
                     for t in log.history(load.load_id)],

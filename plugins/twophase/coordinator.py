@@ -3,7 +3,7 @@
 Each step is one call (an Airflow task calls exactly one), safe to retry, and starts by
 reading the load's state from the log, so a retry resumes where the last attempt stopped:
 
-    begin -> prepare -> audit -> vote (ready, decide) -> commit | rollback
+    begin -> prepare -> audit -> [approval] -> vote (ready, decide) -> commit | rollback
 
 The coordinator names no kind of participant: it drives every participant of the load
 through the contract (twophase.participant) and commits them in commit order (those whose
@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 
-from . import failpoints
+from . import approval, failpoints
 from .errors import ServerUnreachable, Terminal, Transient, root_cause
 from .log import Load, StateConflict, Superseded, TransactionLog
 from .outcome import Kind, Outcome
@@ -221,22 +222,49 @@ def audit(log: TransactionLog, conns: Connections, load_id: str, rules=()) -> Au
         return report
 
 
-def vote(log: TransactionLog, conns: Connections, load_id: str, rules=(), require_audit: bool = False) -> Load:
+def ask_approval(log: TransactionLog, load_id: str, timeout: timedelta) -> Load | None:
+    """Log that the load waits for a person's approval, at most `timeout`; the load as it
+    is then. None when there is nothing to approve (the load is not PREPARED: prepare
+    failed, or it was decided). Nothing is held on any target while it waits."""
+    load = log.get(load_id)
+    if load.state != State.PREPARED:
+        return None
+    if load.approval:
+        return load  # a retried ask: the first one's wait, or its answer, stands
+    log.record_approval(load_id, approval.asked(datetime.now(timezone.utc), timeout))
+    return log.get(load_id)
+
+
+def answer_approval(log: TransactionLog, load_id: str, approved: bool, at: datetime, by: str | None = None,
+                    by_id: str | None = None, timed_out: bool = False) -> Load:
+    """Log the answer to the load's approval (the vote reads it); the load as it is then.
+    A load decided meanwhile keeps its decision, and its approval stays as it was."""
+    load = log.get(load_id)
+    if load.state == State.PREPARED:
+        log.record_approval(load_id, approval.answered(load.approval or {}, approved, at, by, by_id, timed_out))
+    return log.get(load_id)
+
+
+def vote(log: TransactionLog, conns: Connections, load_id: str, rules=(), require_audit: bool = False,
+         require_approval: bool = False) -> Load:
     """Check the votes, make every participant ready, and decide; the decision is durable
     before this returns.
 
     Already decided: returns the load unchanged. Still PREPARING (prepare failed or is
     missing): decides ABORT. The audit's rules at error abort (`require_audit`: a load
-    without an audit report aborts too). Every vote yes and the rules passed: the log records when the
-    load's exposure starts (`exposed_at`), then each participant's ready() takes what its
+    without an audit report aborts too); so does a load not approved by a person
+    (`require_approval`: rejected, timed out or never answered). Every vote yes and the
+    rules passed: the log records when the load's exposure starts (`exposed_at`), then
+    each participant's ready() takes what its
     commit needs (a prepared transaction) and checks its staging is still whole; its
     readied vote replaces the prepared one. A no from ready aborts, naming why.
     """
     with _step(log, load_id, conns) as (load, parts):
-        return _vote(log, load, parts, rules, require_audit)
+        return _vote(log, load, parts, rules, require_audit, require_approval)
 
 
-def _vote(log: TransactionLog, load: Load, parts: list[Participant], rules, require_audit: bool = False) -> Load:
+def _vote(log: TransactionLog, load: Load, parts: list[Participant], rules, require_audit: bool = False,
+          require_approval: bool = False) -> Load:
     load_id = load.load_id
     if load.state not in (State.PREPARING, State.PREPARED):
         return load
@@ -248,6 +276,7 @@ def _vote(log: TransactionLog, load: Load, parts: list[Participant], rules, requ
         reasons = reasons_to_abort([p.name for p in parts], votes, _expected(load), list(rules), load.metrics,
                                    load.expected_rows)
         reasons += audit_reasons(load.audit, require_audit)
+        reasons += approval.reasons_to_abort(load.approval, require_approval)
         if not reasons:
             reasons = _make_ready(log, load_id, parts, votes)
     try:

@@ -109,6 +109,10 @@ MIGRATIONS = [
     """
     alter table twophase.loads add column audit jsonb;
     """,
+    # A person's approval, when the run asked for one (twophase/approval.py).
+    """
+    alter table twophase.loads add column approval jsonb;
+    """,
 ]
 
 # What a role that runs loads needs on the log (its schema made and migrated by an admin):
@@ -183,6 +187,7 @@ class Load:
     prepare_attempt: int = 0    # the latest prepare attempt claimed (0: none yet)
     exposed_at: datetime | None = None  # the vote began making participants ready (holding locks)
     audit: dict | None = None   # the audit's report (audit/report.schema.json); None: not audited
+    approval: dict | None = None  # asked and answered (twophase/approval.py); None: not asked
 
     @property
     def attempt(self) -> int:
@@ -391,6 +396,14 @@ class TransactionLog:
         with self._cursor() as cur:
             cur.execute("update twophase.loads set audit = %s, updated_at = now() where load_id = %s and state = %s",
                         (json.dumps(report), load_id, State.PREPARED.value))
+            return cur.rowcount == 1
+
+    def record_approval(self, load_id: str, approval: dict) -> bool:
+        """Store the load's approval (asked, then answered) while it is PREPARED; False
+        when it was decided meanwhile (recovery presumed it abandoned)."""
+        with self._cursor() as cur:
+            cur.execute("update twophase.loads set approval = %s, updated_at = now() where load_id = %s "
+                        "and state = %s", (json.dumps(approval), load_id, State.PREPARED.value))
             return cur.rowcount == 1
 
     def last_committed(self, pipeline: str, other_than: str) -> Load | None:

@@ -64,7 +64,7 @@ class MemoryLog:
                 expected_rows=None, expected=None, metrics={}, prepare_error=None,
                 data_interval_start=start, data_interval_end=_timestamp(interval[1]),
                 began_at=now, prepared_at=None, decided_at=None, finished_at=None, updated_at=now,
-                prepare_attempt=0, exposed_at=None, audit=None)
+                prepare_attempt=0, exposed_at=None, audit=None, approval=None)
             self._transitions[spec.load_id] = [Transition(None, State.PREPARING.value, None, now)]
             return self.get(spec.load_id), True
 
@@ -128,6 +128,14 @@ class MemoryLog:
             if row["state"] != State.PREPARED.value:
                 return False
             row.update(audit=_json(report), updated_at=self._clock())
+            return True
+
+    def record_approval(self, load_id: str, approval: dict) -> bool:
+        with self._lock:
+            row = self._row(load_id)
+            if row["state"] != State.PREPARED.value:
+                return False
+            row.update(approval=_json(approval), updated_at=self._clock())
             return True
 
     def last_committed(self, pipeline: str, other_than: str) -> Load | None:
@@ -197,4 +205,4 @@ class MemoryLog:
     @staticmethod
     def _load(row: dict) -> Load:
         return Load.from_row({**row, **{k: _json(row[k]) for k in ("participants", "input", "expected", "metrics",
-                                                                   "audit")}})
+                                                                   "audit", "approval")}})

@@ -1,7 +1,9 @@
 """Recovery: resolve what crashes left in doubt, and clean orphans.
 
 - PREPARING or PREPARED past the decision deadline: presumed abort (roll back, ABORTED).
-  Younger ones are left alone: their prepare or vote may still be running.
+  Younger ones are left alone: their prepare or vote may still be running. The deadline
+  counts from the load's begin, or, for a load that asked a person's approval, from the
+  answer or from the end of the wait for one (twophase.approval).
 - COMMITTING: re-drive commit (decided means done). ABORTING: re-drive rollback.
 - Orphans: each kind of participant sweeps its servers for staging of loads that are
   unknown or already finished (Postgres: prepared transactions, staging tables).
@@ -17,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from . import coordinator, quarantine
+from . import approval, coordinator, quarantine
 from .errors import MissingPrivilege
 from .log import StateConflict, TransactionLog
 from .spec import Connections
@@ -56,11 +58,13 @@ def _resolve(log, conns, load, deadline, now) -> Action:
     lid = load.load_id
     try:
         if load.state in (State.PREPARING, State.PREPARED):
-            age = now - load.began_at
-            if age < deadline:
-                return Action(lid, "waiting", f"{load.state} for {_minutes(age)}, presumed abort after {_minutes(deadline)}")
+            since = approval.deadline_counts_from(load.began_at, load.approval)
+            after = "its approval's answer or timeout" if load.approval else "the load began"
+            if now - since < deadline:
+                waits = approval.describe(load.approval) if load.approval else f"began {_minutes(now - since)} ago"
+                return Action(lid, "waiting", f"{load.state}, {waits}; presumed abort {_minutes(deadline)} after {after}")
             outcomes = coordinator.rollback(log, conns, lid, reason=(
-                f"presumed abort: no decision {_minutes(deadline)} after the load began (recovery)"))
+                f"presumed abort: no decision {_minutes(deadline)} after {after} (recovery)"))
             return Action(lid, "presumed abort", _describe(outcomes))
         if load.state == State.COMMITTING:
             return Action(lid, "commit re-driven", _describe(coordinator.commit(log, conns, lid)))

@@ -1,6 +1,6 @@
 """The DAG factory: a two-phase load as tasks whose graph is the protocol.
 
-    begin -> prepare -> audit -> vote -> commit | rollback -> finish
+    begin -> prepare -> audit -> approve -> vote -> commit | rollback -> finish
 
 - begin (short-circuit): refuses unknown trigger keys, logs the load; when the day is
   already committed in append mode (exactly once per day) it says "nothing to do" and
@@ -8,10 +8,15 @@
 - prepare: spark-submit of the pipeline's job (TwoPhasePrepareOperator).
 - audit: the pipeline's audit rules (LoadConfig.rules) measured on the staged data; the
   report is stored with the load and logged. Runs only when prepare succeeded.
+- approve: when the run's param `approval` is on, a person approves or rejects the
+  audited load (Airflow's human-in-the-loop ApprovalOperator; LoadApprovalOperator); no
+  answer within `approval_timeout_minutes` rejects it. Off: passes at once. Nothing is
+  held on any target while it waits.
 - vote (branch, trigger rule NONE_SKIPPED): runs when prepare and audit succeeded, failed
   or could not run because begin failed; skipped only when begin short-circuited. Reads
-  the audit's verdict (no report: abort), makes the participants ready, decides and picks
-  commit or rollback (or skips both when no load was begun).
+  the audit's verdict (no report: abort) and, when the run asked for one, the approval
+  (rejected, timed out or missing: abort), makes the participants ready, decides and
+  picks commit or rollback (or skips both when no load was begun).
 - commit: emits one Asset per target (table or topic), with the load id and the
   per-target counts in the event's extra.
 - rollback: discards what was staged; its log says what and why.
@@ -36,13 +41,14 @@ from airflow.sdk import Param, TriggerRule, get_current_context, task
 from twophase.spec import WRITE_MODES, SpecError
 
 from . import tasks
+from .approval_operator import LoadApprovalOperator
 from .assets import asset_of
 from .config import LoadConfig, check_pipeline
 from .prepare_operator import TwoPhasePrepareOperator
 
 
 def load_params(min_rows: int = 1, max_rejected_share: float = 0.05, mode: str = "append",
-                max_skipped_files: int = 0) -> dict[str, Param]:
+                max_skipped_files: int = 0, approval_timeout_minutes: int = 60) -> dict[str, Param]:
     """The trigger form every two-phase load understands: the day, the gates, the mode.
 
     These are also the only trigger (conf) keys begin accepts: it refuses any other key,
@@ -68,6 +74,13 @@ def load_params(min_rows: int = 1, max_rejected_share: float = 0.05, mode: str =
         "mode": Param(mode, type="string", enum=list(WRITE_MODES), title="Write mode",
                       description="append: load the day once (a committed day is not loaded again). "
                                   "replace: swap the day's rows atomically for the new load's."),
+        "approval": Param(False, type="boolean", title="Ask for approval",
+                          description="A person approves or rejects the audited load (the approve task's "
+                                      "Required Actions) before the vote; nothing is held on the targets meanwhile."),
+        "approval_timeout_minutes": Param(approval_timeout_minutes, type="integer", minimum=1, maximum=7 * 24 * 60,
+                                          title="Approval timeout (minutes)",
+                                          description="With approval on: no answer within this time rejects "
+                                                      "the load (it is rolled back)."),
     }
 
 
@@ -76,6 +89,7 @@ class TwoPhaseTasks:
     begin: object
     prepare: object
     audit: object
+    approve: object
     vote: object
     commit: object
     rollback: object
@@ -108,6 +122,9 @@ def two_phase_load(config: LoadConfig, application: str, *, application_args: li
     def audit() -> str:
         return tasks.audit(config, pipeline, get_current_context())
 
+    approve = LoadApprovalOperator(task_id="approve", load=config, pipeline=pipeline, retries=2,
+                                   retry_delay=retry_delay)
+
     @task(task_id="commit", outlets=outlets, retries=commit_retries, retry_delay=retry_delay)
     def commit() -> None:
         tasks.commit(config, pipeline, get_current_context(), outlets)
@@ -131,8 +148,8 @@ def two_phase_load(config: LoadConfig, application: str, *, application_args: li
         tasks.finish(config, pipeline, get_current_context())
 
     begin_task, audit_task, vote_task, finish_task = begin(), audit(), vote(), finish()
-    begin_task >> prepare >> audit_task >> vote_task >> [commit_task, rollback_task] >> finish_task
-    return TwoPhaseTasks(begin_task, prepare, audit_task, vote_task, commit_task, rollback_task, finish_task)
+    begin_task >> prepare >> audit_task >> approve >> vote_task >> [commit_task, rollback_task] >> finish_task
+    return TwoPhaseTasks(begin_task, prepare, audit_task, approve, vote_task, commit_task, rollback_task, finish_task)
 
 
 def _current_dag_id() -> str:

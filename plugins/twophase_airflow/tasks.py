@@ -13,7 +13,7 @@ from datetime import date, datetime, time, timedelta, timezone
 import psycopg2
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from twophase import coordinator, ids, quarantine
+from twophase import approval, coordinator, ids, quarantine
 from twophase.audit import PASS
 from twophase.audit.report import audit_summary
 from twophase.errors import ServerUnreachable, one_line
@@ -175,10 +175,10 @@ def vote(cfg: LoadConfig, pipeline: str, context, commit_task: str, rollback_tas
             raise AirflowSkipException(f"begin failed ({_begin_said(context)}): nothing to vote on") from None
         raise
     params = context["params"]
-    rules = [MinRows(int(params.get("min_rows", 1))), MaxRejectedShare(float(params.get("max_rejected_share", 1.0))),
-             MaxSkippedFiles(int(params.get("max_skipped_files", 0)))]
+    rules = quality_gates(params)
+    asked = bool(params.get("approval"))
     with airflow_outcome("vote", lid):
-        load = coordinator.vote(txlog, conns, lid, rules, require_audit=True)
+        load = coordinator.vote(txlog, conns, lid, rules, require_audit=True, require_approval=asked)
     for v in txlog.votes(lid).values():
         log.info("vote of %s: %s, %d staged%s; %s", v.participant, "YES" if v.yes else "NO", v.count,
                  f" ({v.reason})" if v.reason else "", v.summary or v.committable)
@@ -186,6 +186,7 @@ def vote(cfg: LoadConfig, pipeline: str, context, commit_task: str, rollback_tas
         log.info("Spark computed %d rows; job metrics: %s", load.expected_rows, load.metrics or "none")
     log.info("quality gates: min_rows=%s, max_rejected_share=%s, max_skipped_files=%s", rules[0].minimum,
              rules[1].maximum, rules[2].maximum)
+    log.info("approval: %s", approval.describe(load.approval) if asked else "not asked (param approval is off)")
     if load.state == State.VIOLATED:
         raise AirflowFailException(f"load {lid} is VIOLATED: {load.reason}")
     if load.state in (State.COMMITTING, State.COMMITTED):
@@ -193,6 +194,12 @@ def vote(cfg: LoadConfig, pipeline: str, context, commit_task: str, rollback_tas
         return commit_task
     log.warning("DECISION: ABORT (logged durably for load %s): %s", lid, load.reason)
     return rollback_task
+
+
+def quality_gates(params: dict) -> list:
+    """The run's quality gates (its trigger params), as the vote applies them."""
+    return [MinRows(int(params.get("min_rows", 1))), MaxRejectedShare(float(params.get("max_rejected_share", 1.0))),
+            MaxSkippedFiles(int(params.get("max_skipped_files", 0)))]
 
 
 def commit(cfg: LoadConfig, pipeline: str, context, assets) -> None:
@@ -206,6 +213,9 @@ def commit(cfg: LoadConfig, pipeline: str, context, assets) -> None:
     log.info("COMMITTED load %s: %s (readers see all of it now)", lid,
              ", ".join(f"{n} in {target}" for target, n in counts.items()))
     _log_exposure(load)
+    if load.approval:
+        log.info("%s; the data was visible %.3f s after the approval", approval.describe(load.approval),
+                 approval.to_visible_s(load.approval, load.finished_at))
     extra = {"load_id": lid, "counts": counts, "data_interval_start": str(load.data_interval_start),
              "mode": context["params"].get("mode", "append"), "audit": audit_summary(load.audit)}
     for asset in assets:

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from html import escape
 from typing import Callable, Iterable
 
+from twophase import approval
 from twophase.states import State
 
 from .links import dag_run_url
@@ -218,6 +219,7 @@ def detail_page(detail: LoadDetail, *, list_url: str) -> str:
                             + (f" (from {e(when(load.exposed_at))}: locks and prepared transactions held from the "
                                "vote's ready to the end of phase 2)" if load.exposed_at else
                                " (never exposed: nothing was held on a target)")),
+        ("Approval", e(approval.describe(load.approval)) if load.approval else "not asked"),
     ]
     dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in summary)
     vote_rows = "".join(

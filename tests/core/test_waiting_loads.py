@@ -12,13 +12,14 @@ then aborts naming the table, with nothing visible and nothing left behind.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
+
 import psycopg2
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
-from support import count_table_rows, make_df, make_spec, table_of, topic_of
+from support import count_table_rows, make_df, make_spec, table_of, topic_ends, topic_of
 from throwaway_postgres import throwaway_postgres
-from twophase import coordinator
+from twophase import coordinator, recovery
 from twophase.ids import load_id_for
 from twophase.participants.postgres import PostgresTarget, prepared_gids, staging_tables
 from twophase.spec import Connections, LoadSpec
@@ -31,18 +32,6 @@ def _query(dsn: str, sql: str, *args):
     with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
         cur.execute(sql, args or None)
         return cur.fetchall() if cur.description else None
-
-
-def _ends(bootstrap: str, topic: str, isolation: str) -> list[int]:
-    """Each partition's end as a consumer of `isolation` sees it: read_committed sees the
-    last stable offset, which stops at the first open transaction."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"waiting-{topic}", "isolation.level": isolation})
-    try:
-        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
-        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1]
-                for p in sorted(partitions)]
-    finally:
-        consumer.close()
 
 
 @pytest.mark.slow
@@ -64,7 +53,7 @@ def test_a_prepared_load_holds_nothing_while_it_waits_and_the_vote_takes_it(spar
         cur.execute(f"update {table} set note = 'written while the load waited' where day = '2026-11-20'")
         assert cur.rowcount == 1
     topic = topic_of(spec).topic
-    assert _ends(kafka_bootstrap, topic, "read_committed") == _ends(kafka_bootstrap, topic, "read_uncommitted")
+    assert topic_ends(kafka_bootstrap, topic, "read_committed") == topic_ends(kafka_bootstrap, topic, "read_uncommitted")
 
     decided = coordinator.vote(txlog, conns, spec.load_id)
     assert decided.state == State.COMMITTING and decided.exposed_at is not None
@@ -117,3 +106,26 @@ def test_a_postgres_restart_while_the_load_waits(spark, txlog, pg_dsn, kafka_boo
         assert count_table_rows(restartable.dsn, table, spec.load_id) == 0
     assert [g for g in prepared_gids(restartable.dsn) if spec.load_id in g] == []
     assert spec.load_id not in staging_tables(restartable.dsn).values()
+
+
+@pytest.mark.slow
+def test_recovery_leaves_a_load_waiting_for_approval_and_counts_its_deadline_from_the_answer(spark, txlog, conns,
+                                                                                          target, unique_name,
+                                                                                          pg_dsn):
+    spec = make_spec(target, pipeline=f"approval_{unique_name}"[:60])
+    coordinator.begin(txlog, spec)
+    coordinator.prepare(txlog, conns, spec.load_id, make_df(spark, 50))
+    coordinator.ask_approval(txlog, spec.load_id, timedelta(hours=2))  # a person may answer for two hours
+    later = datetime.now(timezone.utc) + timedelta(hours=3)  # past the deadline counted from its begin
+
+    [waiting] = recovery.recover(txlog, conns, now=later - timedelta(minutes=5), pipeline=spec.pipeline,
+                                 deadline=timedelta(hours=2))[:1]
+    assert (waiting.load_id, waiting.action) == (spec.load_id, "waiting"), waiting
+    assert "waiting for approval since" in waiting.detail and "after its approval's answer or timeout" in waiting.detail
+
+    coordinator.answer_approval(txlog, spec.load_id, False, later - timedelta(hours=2, minutes=1), by="bob")
+    [aborted] = recovery.recover(txlog, conns, now=later, pipeline=spec.pipeline, deadline=timedelta(hours=2))[:1]
+    assert (aborted.load_id, aborted.action) == (spec.load_id, "presumed abort"), aborted
+    load = txlog.get(spec.load_id)
+    assert load.state == State.ABORTED and "after its approval's answer or timeout" in load.reason
+    assert count_table_rows(pg_dsn, table_of(spec).table, spec.load_id) == 0

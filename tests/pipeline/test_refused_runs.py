@@ -62,6 +62,7 @@ def test_a_second_run_of_a_day_in_flight_fails_and_finish_says_why(run_dag, orde
         run = run_dag({"date": fresh_day.isoformat()})
         assert run.state == "failed", run.output[-4000:]
         assert task_states(run.run_id) == {"begin": "failed", "prepare": "upstream_failed", "audit": "upstream_failed",
+                                           "approve": "upstream_failed",
                                            "vote": "skipped", "commit": "skipped", "rollback": "skipped",
                                            "finish": "failed"}
         busy = f"load {other.load_id} of the same data interval is PREPARING: wait for it to end"
@@ -81,7 +82,8 @@ def test_an_already_committed_day_is_green_and_finish_says_nothing_to_do(run_dag
 
     again = run_dag({"date": fresh_day.isoformat(), "mode": "append"})
     assert again.state == "success", again.output[-4000:]
-    assert task_states(again.run_id) == {"begin": "success", "prepare": "skipped", "audit": "skipped", "vote": "skipped",
+    assert task_states(again.run_id) == {"begin": "success", "prepare": "skipped", "audit": "skipped", "approve": "skipped",
+                                         "vote": "skipped",
                                          "commit": "skipped", "rollback": "skipped", "finish": "success"}
     finish = again.task_log("finish")
     assert "nothing to do: the data interval starting" in finish

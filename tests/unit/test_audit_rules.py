@@ -4,6 +4,7 @@ report's JSON against its documented schema; the vote's reading of the verdict."
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import jsonschema
 import pyarrow as pa
@@ -98,6 +99,8 @@ def test_the_report_follows_its_schema_and_the_vote_reads_its_errors():
     assert lines[0] == "audit of load pipe.load: ERROR (4 rules: 1 pass, 1 warn, 2 error)"
     assert any("WARN  row_count(analytics.t): 10" in line for line in lines)
     assert report.summary() == {"verdict": "error", "rules": {r.rule: r.verdict for r in report.results}}
+    stored = json.loads(json.dumps(doc))  # as the log gives it back
+    assert AuditReport.from_json(stored) == report and AuditReport.from_json(stored).lines() == lines
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**doc, "verdict": "maybe"}, schema())
 

@@ -760,3 +760,59 @@ def test_a_load_without_its_required_audit_aborts_and_a_passing_one_commits(log,
     _prepared(log, conns, passing)
     assert coordinator.audit(log, conns, passing.load_id, []).verdict == "pass"
     assert coordinator.vote(log, conns, passing.load_id, require_audit=True).state == State.COMMITTING
+
+
+# -- a person's approval ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("answer, committed, reason", [
+    (dict(approved=True, by="alice"), True, None),
+    (dict(approved=False, by="bob"), False, "rejected by bob at "),
+    (dict(approved=False, timed_out=True), False, "rejected: nobody answered the approval asked at "),
+    (None, False, "waiting for approval since "),
+], ids=["approved", "rejected", "timed-out", "never-answered"])
+def test_a_load_that_asked_for_approval_commits_only_when_a_person_approved_it(log, store, answer, committed, reason):
+    from datetime import datetime, timedelta, timezone
+
+    conns, spec = Conns(store), make_spec()
+    _prepared(log, conns, spec)
+    coordinator.audit(log, conns, spec.load_id, [])
+    asked = coordinator.ask_approval(log, spec.load_id, timedelta(minutes=30))
+    assert set(asked.approval) == {"asked_at", "timeout_at"}
+    assert coordinator.ask_approval(log, spec.load_id, timedelta(minutes=5)).approval == asked.approval, \
+        "a retried ask keeps the first one's wait"
+    assert asked.exposed_at is None and visible(conns, spec.load_id) == NOTHING
+    if answer is not None:
+        answered = coordinator.answer_approval(log, spec.load_id, at=datetime.now(timezone.utc), **answer)
+        assert answered.approval["by"] == answer.get("by") and answered.approval["asked_at"] == asked.approval["asked_at"]
+        assert coordinator.ask_approval(log, spec.load_id, timedelta(minutes=5)).approval == answered.approval, \
+            "a retried ask keeps the answer"
+
+    decided = coordinator.vote(log, conns, spec.load_id, require_audit=True, require_approval=True)
+    if committed:
+        assert decided.state == State.COMMITTING
+        coordinator.commit(log, conns, spec.load_id)
+        assert visible(conns, spec.load_id) == ALL
+    else:
+        assert decided.state == State.ABORTING and reason in decided.reason
+        assert decided.exposed_at is None, "a load not approved is never made ready"
+
+
+def test_a_vote_that_requires_approval_aborts_a_load_never_asked(log, store):
+    conns, spec = Conns(store), make_spec()
+    _prepared(log, conns, spec)
+    coordinator.audit(log, conns, spec.load_id, [])
+    decided = coordinator.vote(log, conns, spec.load_id, require_audit=True, require_approval=True)
+    assert decided.state == State.ABORTING and "no approval was asked" in decided.reason
+
+
+def test_an_approval_answered_after_the_load_was_decided_changes_nothing(log, store):
+    from datetime import datetime, timedelta, timezone
+
+    conns, spec = Conns(store), make_spec()
+    _prepared(log, conns, spec)
+    coordinator.ask_approval(log, spec.load_id, timedelta(minutes=30))
+    coordinator.rollback(log, conns, spec.load_id, reason="presumed abort (recovery)")
+    after = coordinator.answer_approval(log, spec.load_id, True, datetime.now(timezone.utc), by="alice")
+    assert after.state == State.ABORTED and "decision" not in after.approval
+    assert coordinator.ask_approval(log, spec.load_id, timedelta(minutes=30)) is None, "nothing left to approve"

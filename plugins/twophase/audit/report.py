@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .limits import ERROR, WARN, worst
+from .limits import ERROR, WARN, Bounds, worst
 from .rules import Result
 
 SCHEMA = Path(__file__).with_name("report.schema.json")
@@ -34,6 +34,14 @@ class AuditReport:
         return {"version": VERSION, "load_id": self.load_id, "verdict": self.verdict, "audited_at": self.audited_at,
                 "rules": [r.to_json() for r in self.results], "rows": dict(self.rows),
                 "rejected_by_reason": dict(self.rejected_by_reason)}
+
+    @classmethod
+    def from_json(cls, report: dict) -> "AuditReport":
+        """A stored report (to_json's form) back as a report, e.g. to print its lines."""
+        results = tuple(Result(r["rule"], r["kind"], r["target"], r["value"], Bounds(**r["warn"]),
+                               Bounds(**r["error"]), r["verdict"], r["detail"]) for r in report["rules"])
+        return cls(report["load_id"], results, dict(report["rows"]), dict(report["rejected_by_reason"]),
+                   report["audited_at"])
 
     def summary(self) -> dict:
         """What an asset event's extra carries: the verdict and each rule's."""

@@ -1,0 +1,75 @@
+"""A person's approval of a load: asked after the audit, answered before the vote.
+
+Optional per run. While a load waits for its answer it holds nothing on any target (the
+participants are made ready only by the vote, after the answer). The approval is kept
+with the load (loads.approval) as a JSON object that grows in two steps:
+
+    asked:     {"asked_at": ISO time, "timeout_at": ISO time}
+    answered:  + {"decision": "approved" | "rejected", "by": user name or null,
+                  "by_id": user id or null, "answered_at": ISO time, "timed_out": bool}
+
+An unanswered approval is rejected when it times out (`timed_out`, no user). A load whose
+run asked for approval commits only when a person approved it; rejected, timed out or
+never answered, the vote aborts it and says which. Recovery's deadline for an undecided
+load counts from the approval's answer or timeout, not from the load's begin, so a load
+that waits for a person is not presumed abandoned while the person may still answer.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+APPROVED, REJECTED = "approved", "rejected"
+
+
+def asked(now: datetime, timeout: timedelta) -> dict:
+    """The approval of a load that asks now and waits at most `timeout`."""
+    if timeout <= timedelta(0):
+        raise ValueError(f"an approval's timeout must be positive, got {timeout}")
+    return {"asked_at": now.isoformat(), "timeout_at": (now + timeout).isoformat()}
+
+
+def answered(approval: dict, approved: bool, at: datetime, by: str | None = None, by_id: str | None = None,
+             timed_out: bool = False) -> dict:
+    """`approval` (asked) with its answer. A timeout is a rejection by nobody."""
+    if "asked_at" not in approval:
+        raise ValueError("an approval must be asked before it is answered")
+    if timed_out and approved:
+        raise ValueError("a timed out approval is a rejection")
+    return {**approval, "decision": APPROVED if approved else REJECTED, "by": by, "by_id": by_id,
+            "answered_at": at.isoformat(), "timed_out": timed_out}
+
+
+def reasons_to_abort(approval: dict | None, required: bool) -> list[str]:
+    """Why the vote must abort a load whose run asked for approval ([] when approved)."""
+    if not required or (approval or {}).get("decision") == APPROVED:
+        return []
+    return [describe(approval)]
+
+
+def describe(approval: dict | None) -> str:
+    """One line for logs and pages: who decided what and when, or what is missing."""
+    if not approval:
+        return "no approval was asked (the approve task did not run, or failed before it asked)"
+    if "decision" not in approval:
+        return f"waiting for approval since {approval['asked_at']}, at most until {approval['timeout_at']}"
+    if approval.get("timed_out"):
+        return (f"rejected: nobody answered the approval asked at {approval['asked_at']} before it timed out at "
+                f"{approval['timeout_at']}")
+    return f"{approval['decision']} by {approval.get('by') or 'an unknown user'} at {approval['answered_at']}"
+
+
+def to_visible_s(approval: dict | None, finished_at: datetime | None) -> float | None:
+    """Seconds from a person's approval to the committed data being visible (the end of
+    the commit); None unless both happened."""
+    if not approval or approval.get("decision") != APPROVED or finished_at is None:
+        return None
+    return round((finished_at - datetime.fromisoformat(approval["answered_at"])).total_seconds(), 3)
+
+
+def deadline_counts_from(began_at: datetime, approval: dict | None) -> datetime:
+    """Where recovery's decision deadline starts for an undecided load: its answer, or the
+    end of its wait for one (the timeout), or else the load's begin."""
+    if not approval:
+        return began_at
+    return datetime.fromisoformat(approval.get("answered_at") or approval["timeout_at"])
