@@ -393,17 +393,18 @@ class TransactionLog:
     def record_audit(self, load_id: str, report: dict) -> bool:
         """Store the audit's report while the load is PREPARED (before its decision);
         False when it was decided meanwhile (the report is then not the load's)."""
-        with self._cursor() as cur:
-            cur.execute("update twophase.loads set audit = %s, updated_at = now() where load_id = %s and state = %s",
-                        (json.dumps(report), load_id, State.PREPARED.value))
-            return cur.rowcount == 1
+        return self._set_while_prepared(load_id, "audit", report)
 
     def record_approval(self, load_id: str, approval: dict) -> bool:
         """Store the load's approval (asked, then answered) while it is PREPARED; False
         when it was decided meanwhile (recovery presumed it abandoned)."""
+        return self._set_while_prepared(load_id, "approval", approval)
+
+    def _set_while_prepared(self, load_id: str, column: str, value: dict) -> bool:
+        """Set one JSON column of a PREPARED load; False when it is no longer PREPARED."""
         with self._cursor() as cur:
-            cur.execute("update twophase.loads set approval = %s, updated_at = now() where load_id = %s "
-                        "and state = %s", (json.dumps(approval), load_id, State.PREPARED.value))
+            cur.execute(f"update twophase.loads set {column} = %s, updated_at = now() where load_id = %s "
+                        "and state = %s", (json.dumps(value), load_id, State.PREPARED.value))
             return cur.rowcount == 1
 
     def last_committed(self, pipeline: str, other_than: str) -> Load | None:

@@ -123,19 +123,17 @@ class MemoryLog:
                            metrics=_json(metrics or {}), prepare_error=None, updated_at=self._clock())
 
     def record_audit(self, load_id: str, report: dict) -> bool:
-        with self._lock:
-            row = self._row(load_id)
-            if row["state"] != State.PREPARED.value:
-                return False
-            row.update(audit=_json(report), updated_at=self._clock())
-            return True
+        return self._set_while_prepared(load_id, "audit", report)
 
     def record_approval(self, load_id: str, approval: dict) -> bool:
+        return self._set_while_prepared(load_id, "approval", approval)
+
+    def _set_while_prepared(self, load_id: str, column: str, value: dict) -> bool:
         with self._lock:
             row = self._row(load_id)
             if row["state"] != State.PREPARED.value:
                 return False
-            row.update(approval=_json(approval), updated_at=self._clock())
+            row.update({column: _json(value), "updated_at": self._clock()})
             return True
 
     def last_committed(self, pipeline: str, other_than: str) -> Load | None:

@@ -26,12 +26,11 @@ from airflow.providers.standard.operators.hitl import ApprovalOperator, HITLOper
 
 from twophase import approval, coordinator
 from twophase.audit.report import AuditReport
-from twophase.log import Load, TransactionLog
+from twophase.log import Load
 
 from .config import LoadConfig
-from .connections import from_airflow
 from .errors import airflow_outcome
-from .tasks import load_id, quality_gates
+from .tasks import the_load, quality_gates
 
 log = logging.getLogger("twophase")
 
@@ -42,16 +41,12 @@ class LoadApprovalOperator(ApprovalOperator):
         self.load = load
         self.pipeline = pipeline
 
-    def _log(self) -> TransactionLog:
-        return TransactionLog(from_airflow(self.load.log_conn_id, {}).pg_dsn)
-
     def execute(self, context) -> Any:
         params = context["params"]
         if not params.get("approval"):
             log.info("no approval asked: the run's param approval is off; the vote follows at once")
             return None
-        lid = load_id(self.pipeline, context)
-        txlog = self._log()
+        lid, _, txlog = the_load(self.load, self.pipeline, context)
         with airflow_outcome("approval", lid):
             load = coordinator.ask_approval(txlog, lid, timedelta(minutes=int(params.get("approval_timeout_minutes",
                                                                                           60))))
@@ -88,13 +83,13 @@ class LoadApprovalOperator(ApprovalOperator):
         # The base HITL operator's checks only: ApprovalOperator's own would skip the vote
         # on a rejection, and the vote must run to roll the load back.
         answer = HITLOperator.execute_complete(self, context, event)
-        lid = load_id(self.pipeline, context)
+        lid, _, txlog = the_load(self.load, self.pipeline, context)
         user = answer["responded_by_user"] or {}
         at = answer["responded_at"]
         at = at if isinstance(at, datetime) else datetime.fromisoformat(str(at))
         with airflow_outcome("approval", lid):
             load = coordinator.answer_approval(
-                self._log(), lid, answer["chosen_options"] == [self.APPROVE], at.astimezone(timezone.utc),
+                txlog, lid, answer["chosen_options"] == [self.APPROVE], at.astimezone(timezone.utc),
                 by=user.get("name"), by_id=user.get("id"), timed_out=bool(event.get("timedout")))
         log.info("load %s: %s", lid, approval.describe(load.approval))
         return answer

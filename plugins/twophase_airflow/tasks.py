@@ -40,7 +40,7 @@ def load_id(pipeline: str, context) -> str:
     return ids.load_id_for(pipeline, context["run_id"])
 
 
-def _the_load(cfg: LoadConfig, pipeline: str, context) -> tuple[str, Connections, TransactionLog]:
+def the_load(cfg: LoadConfig, pipeline: str, context) -> tuple[str, Connections, TransactionLog]:
     """The run's load id, the servers from the Airflow connections, and the log."""
     conns = from_airflow(cfg.log_conn_id, cfg.conn_ids())
     return load_id(pipeline, context), conns, TransactionLog(conns.pg_dsn)
@@ -147,7 +147,7 @@ def refuse_unknown_params(context) -> None:
 def audit(cfg: LoadConfig, pipeline: str, context) -> str:
     """Measure the pipeline's audit rules on the staged data; log the report; its verdict
     is stored with the load for the vote. Returns the verdict ('none': nothing to audit)."""
-    lid, conns, txlog = _the_load(cfg, pipeline, context)
+    lid, conns, txlog = the_load(cfg, pipeline, context)
     with airflow_outcome("audit", lid):
         report = coordinator.audit(txlog, conns, lid, cfg.rules)
     if report is None:
@@ -161,7 +161,7 @@ def audit(cfg: LoadConfig, pipeline: str, context) -> str:
 
 def vote(cfg: LoadConfig, pipeline: str, context, commit_task: str, rollback_task: str) -> str:
     """Gather the votes, apply the quality gates, log the decision durably, branch."""
-    lid, conns, txlog = _the_load(cfg, pipeline, context)
+    lid, conns, txlog = the_load(cfg, pipeline, context)
     try:
         with log_database(cfg.log_conn_id, conns.pg_dsn):
             txlog.get(lid)
@@ -204,7 +204,7 @@ def quality_gates(params: dict) -> list:
 
 def commit(cfg: LoadConfig, pipeline: str, context, assets) -> None:
     """Phase 2, COMMIT: every participant in commit order; emits the assets."""
-    lid, conns, txlog = _the_load(cfg, pipeline, context)
+    lid, conns, txlog = the_load(cfg, pipeline, context)
     with airflow_outcome("commit", lid):
         outcomes = coordinator.commit(txlog, conns, lid)
     _log_outcomes("commit", outcomes)
@@ -224,7 +224,7 @@ def commit(cfg: LoadConfig, pipeline: str, context, assets) -> None:
 
 def rollback(cfg: LoadConfig, pipeline: str, context) -> None:
     """Phase 2, ABORT: discard everything the load staged and say what and why."""
-    lid, conns, txlog = _the_load(cfg, pipeline, context)
+    lid, conns, txlog = the_load(cfg, pipeline, context)
     before = txlog.get(lid)
     log.warning("rolling back load %s; reason: %s", lid, before.reason or "prepare did not finish")
     with airflow_outcome("rollback", lid):
@@ -275,7 +275,7 @@ def finish(cfg: LoadConfig, pipeline: str, context) -> None:
     reason: a rolled back or unresolved load, or begin's refusal. A refused or rolled
     back load never shows as a green run.
     """
-    lid, conns, txlog = _the_load(cfg, pipeline, context)
+    lid, conns, txlog = the_load(cfg, pipeline, context)
     try:
         with log_database(cfg.log_conn_id, conns.pg_dsn):
             load = txlog.get(lid)
