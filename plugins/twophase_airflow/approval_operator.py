@@ -71,9 +71,10 @@ class LoadApprovalOperator(ApprovalOperator):
         if context["ti"].try_number > 1:
             # Airflow 3.3 can lose an answer given while it still records the end of the
             # request's first try (it then retries the task); the person must answer again.
+            # Airflow keeps the first request's text when the retry keeps the task instance,
+            # so only this log can say it.
             log.warning("asking again (try %d of the approve task): an answer to the earlier request, if one was "
-                        "given, did not reach this task", context["ti"].try_number)
-            self.body = f"**Asked again**: an answer to the earlier request, if one was given, was lost.\n\n{self.body}"
+                        "given, did not reach this task; answer again", context["ti"].try_number)
         log.info("waiting for a person to approve or reject load %s (%s); it holds nothing on its targets meanwhile",
                  lid, approval.describe(load.approval))
         log.info("answer in the Airflow UI (the run's Required Actions) or the REST API (hitlDetails of this task)")

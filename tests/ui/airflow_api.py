@@ -23,6 +23,9 @@ class AirflowApi:
     def trigger(self, dag_id: str, run_id: str, conf: dict) -> None:
         self._call("POST", f"/dags/{dag_id}/dagRuns", json={"dag_run_id": run_id, "logical_date": None, "conf": conf})
 
+    def fail_run(self, dag_id: str, run_id: str) -> None:
+        self._call("PATCH", f"/dags/{dag_id}/dagRuns/{run_id}", json={"state": "failed"})
+
     def run_state(self, dag_id: str, run_id: str) -> str:
         return self._call("GET", f"/dags/{dag_id}/dagRuns/{run_id}")["state"]
 
