@@ -69,11 +69,15 @@ def cmd_show(log, conns, args) -> int:
 
 
 def _show_rejected(conns, load) -> int:
-    """The load's quarantined lines, by reason, with how many of each the job rejected."""
+    """The load's quarantine by reason: its rejected input lines, with how many of each the
+    job rejected, and the staged rows failing an audit rule (the rule as the reason)."""
     lines = quarantine.kept(conns.pg_dsn, load.load_id)
     rejected = load.metrics.get("rejected_by_reason") or {}
-    print(f"load {load.load_id}: {load.metrics.get('rejected_lines', len(lines))} rejected lines, "
-          f"{len(lines)} kept in the quarantine")
+    rules = {r["rule"] for r in (load.audit or {}).get("rules", [])}
+    failing = sum(1 for x in lines if x.reason in rules)
+    print(f"load {load.load_id}: {load.metrics.get('rejected_lines', len(lines) - failing)} rejected lines, "
+          f"{len(lines) - failing} kept in the quarantine" + (f"; {failing} staged rows failing audit rules"
+                                                              if failing else ""))
     reason = None
     for line in lines:
         if line.reason != reason:

@@ -18,11 +18,12 @@ prepare_error, which the vote's ABORT reason quotes.
 
 from __future__ import annotations
 
+import json
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
-from . import approval, failpoints
+from . import approval, failpoints, quarantine
 from .errors import ServerUnreachable, Terminal, Transient, root_cause
 from .log import Load, StateConflict, Superseded, TransactionLog
 from .outcome import Kind, Outcome
@@ -30,7 +31,7 @@ from .participant import Participant, outcome_of, servers_of
 from .participants import commit_order
 from .spec import Connections, LoadSpec
 from .states import TERMINAL, State
-from .audit import AuditInput, AuditReport
+from .audit import PASS, AuditInput, AuditReport
 from .audit.report import audit_reasons
 from .voting import reasons_to_abort
 from .votes import Vote
@@ -195,12 +196,15 @@ def _prepare(log: TransactionLog, load: Load, parts: list[Participant], df, metr
     return {v.participant: v for v in votes}
 
 
-def audit(log: TransactionLog, conns: Connections, load_id: str, rules=()) -> AuditReport | None:
+def audit(log: TransactionLog, conns: Connections, load_id: str, rules=(),
+          quarantine_cap: int = quarantine.DEFAULT_CAP) -> AuditReport | None:
     """Measure the pipeline's audit rules (twophase.audit) on the load's staged data, where
     it was staged, without moving it or taking anything a writer needs; store the report
-    with the load (the vote reads its verdict). None when there is nothing to audit (the
-    load is not PREPARED: prepare failed, or it was decided). Repeatable until the decision.
-    A server down: RetryLater."""
+    with the load (the vote reads its verdict) and keep the staged rows failing each rule
+    that did not pass in the quarantine (the rule's name as the reason, at most
+    `quarantine_cap` rows per rule). None when there is nothing to audit (the load is not
+    PREPARED: prepare failed, or it was decided). Repeatable until the decision. A server
+    down: RetryLater."""
     with _step(log, load_id, conns) as (load, parts):
         if load.state != State.PREPARED:
             return None
@@ -218,8 +222,34 @@ def audit(log: TransactionLog, conns: Connections, load_id: str, rules=()) -> Au
         measured = AuditInput(load.expected or {}, load.metrics, staged, previous.expected if previous else None)
         report = AuditReport(load_id, tuple(rule.check(measured) for rule in rules), dict(load.expected or {}),
                              dict(load.metrics.get("rejected_by_reason") or {}))
-        log.record_audit(load_id, report.to_json())
+        if log.record_audit(load_id, report.to_json()):
+            _quarantine_failing(log, load_id, rules, report, measured, quarantine_cap)
         return report
+
+
+def _quarantine_failing(log: TransactionLog, load_id: str, rules, report: AuditReport, measured: AuditInput,
+                        cap: int) -> None:
+    """The rows each row-level rule that did not pass counted, into the quarantine in place
+    of an earlier audit's: reason the rule, source the target, content the row as JSON."""
+    kept, reasons = [], []
+    for rule, result in zip(rules, report.results):
+        if result.value is None or result.verdict == PASS:
+            reasons.append(rule.name)  # an earlier audit's rows of it are no longer the load's
+            continue
+        try:
+            rows = rule.failing(measured, cap)
+        except ServerUnreachable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - said in the quarantine itself: never dropped without a word
+            rows, why = [], f"its rows could not be read: {root_cause(exc)}"
+            kept.append(quarantine.Kept(rule.name, result.target, why, None))
+        if rows is None:
+            continue
+        reasons.append(rule.name)
+        kept += [quarantine.Kept(rule.name, result.target, f"{result.verdict} of audit rule {rule.name}",
+                                 json.dumps(row, default=str, sort_keys=True)) for row in rows]
+    if reasons:
+        log.quarantine(load_id, kept, reasons)
 
 
 def ask_approval(log: TransactionLog, load_id: str, timeout: timedelta) -> Load | None:
@@ -253,7 +283,9 @@ def vote(log: TransactionLog, conns: Connections, load_id: str, rules=(), requir
     Already decided: returns the load unchanged. Still PREPARING (prepare failed or is
     missing): decides ABORT. The audit's rules at error abort (`require_audit`: a load
     without an audit report aborts too); so does a load not approved by a person
-    (`require_approval`: rejected, timed out or never answered). Every vote yes and the
+    (`require_approval`: rejected, timed out or never answered); so does a participant
+    whose commit would not fit its settings (`Participant.budget`, from the pace of its
+    commits in the pipeline's earlier loads, which each commit logs). Every vote yes and the
     rules passed: the log records when the load's exposure starts (`exposed_at`), then
     each participant's ready() takes what its
     commit needs (a prepared transaction) and checks its staging is still whole; its
@@ -278,7 +310,7 @@ def _vote(log: TransactionLog, load: Load, parts: list[Participant], rules, requ
         reasons += audit_reasons(load.audit, require_audit)
         reasons += approval.reasons_to_abort(load.approval, require_approval)
         if not reasons:
-            reasons = _make_ready(log, load_id, parts, votes)
+            reasons = _over_budget(log, load, parts, votes) or _make_ready(log, load_id, parts, votes)
     try:
         if reasons:
             decided, _ = log.transition(load_id, State.ABORTING, expect=[State.PREPARING, State.PREPARED],
@@ -301,6 +333,24 @@ def _expected(load: Load) -> dict[str, int] | None:
     if load.expected_rows is None:
         return None
     return {name: load.expected_rows for name in load.participants}  # the old form: {"postgres": ..., "kafka": ...}
+
+
+def _over_budget(log: TransactionLog, load: Load, parts: list[Participant], votes: dict[str, Vote]) -> list[str]:
+    """Why a participant's commit would not fit its settings, estimated from the pace of
+    its commits in the pipeline's earlier loads ([] when all fit). A server down raises
+    (RetryLater: a retried vote checks again); a budget that cannot be checked otherwise
+    (its staging topic deleted) is a reason to abort, as in _make_ready."""
+    reasons = []
+    for p in parts:
+        try:
+            why = p.budget(votes[p.name], log.commit_history(load.pipeline, p.name), load.began_at)
+        except ServerUnreachable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - see above
+            why = f"its budget could not be checked: {root_cause(exc)}"
+        if why:
+            reasons.append(f"{p.name} would not commit in time: {why}")
+    return reasons
 
 
 def _make_ready(log: TransactionLog, load_id: str, parts: list[Participant], votes: dict[str, Vote]) -> list[str]:
@@ -375,6 +425,8 @@ def _commit(log: TransactionLog, conns: Connections, load: Load, parts: list[Par
                       f" but {p.name} cannot commit: {outcome.reason}")
             log.transition(load_id, State.VIOLATED, reason=reason)
             raise ProtocolViolation(f"load {load_id} VIOLATED: {reason}")
+    log.record_outcomes(load_id, {o.participant: {"kind": o.kind.value, "seconds": o.seconds,
+                                                  "count": votes[o.participant].count} for o in outcomes})
     log.transition(load_id, State.COMMITTED)
     failpoints.hit("coordinator.committed_logged")
     for i, p in enumerate(parts):

@@ -113,6 +113,11 @@ MIGRATIONS = [
     """
     alter table twophase.loads add column approval jsonb;
     """,
+    # Each participant's commit outcome (kind, seconds, count): the pace of earlier commits,
+    # which the vote's budgets estimate the next ones from (Participant.budget).
+    """
+    alter table twophase.loads add column outcomes jsonb;
+    """,
 ]
 
 # What a role that runs loads needs on the log (its schema made and migrated by an admin):
@@ -188,6 +193,7 @@ class Load:
     exposed_at: datetime | None = None  # the vote began making participants ready (holding locks)
     audit: dict | None = None   # the audit's report (audit/report.schema.json); None: not audited
     approval: dict | None = None  # asked and answered (twophase/approval.py); None: not asked
+    outcomes: dict | None = None  # participant -> its commit's {kind, seconds, count}; None: not committed
 
     @property
     def attempt(self) -> int:
@@ -406,6 +412,29 @@ class TransactionLog:
             cur.execute(f"update twophase.loads set {column} = %s, updated_at = now() where load_id = %s "
                         "and state = %s", (json.dumps(value), load_id, State.PREPARED.value))
             return cur.rowcount == 1
+
+    def quarantine(self, load_id: str, kept: list, reasons: list[str]) -> int:
+        """Keep `kept` (quarantine.Kept) in the quarantine of the log's database, in place
+        of the load's entries of `reasons`; how many were kept."""
+        from . import quarantine
+
+        return quarantine.keep(self._dsn, load_id, kept, reasons)
+
+    def record_outcomes(self, load_id: str, outcomes: dict) -> None:
+        """Each participant's commit outcome ({kind, seconds, count}), kept while the load
+        is COMMITTING, right before it is logged COMMITTED."""
+        with self._cursor() as cur:
+            cur.execute("update twophase.loads set outcomes = %s, updated_at = now() where load_id = %s "
+                        "and state = %s", (json.dumps(outcomes), load_id, State.COMMITTING.value))
+
+    def commit_history(self, pipeline: str, participant: str, limit: int = 10) -> list[dict]:
+        """The participant's commit outcomes in the pipeline's last `limit` committed loads
+        that recorded one, newest first."""
+        with self._cursor() as cur:
+            cur.execute("select outcomes -> %s as outcome from twophase.loads where pipeline = %s and state = %s "
+                        "and outcomes ? %s order by finished_at desc limit %s",
+                        (participant, pipeline, State.COMMITTED.value, participant, limit))
+            return [row["outcome"] for row in cur.fetchall()]
 
     def last_committed(self, pipeline: str, other_than: str) -> Load | None:
         """The pipeline's most recently committed load other than `other_than`."""

@@ -42,6 +42,7 @@ class MemoryLog:
         self._votes: dict[str, dict[str, dict]] = {}
         self._transitions: dict[str, list[Transition]] = {}
         self._lock = threading.RLock()
+        self.quarantined: dict[str, list] = {}  # load id -> its kept entries (quarantine.Kept)
 
     def ensure_schema(self) -> int:
         return len(MIGRATIONS)
@@ -64,7 +65,7 @@ class MemoryLog:
                 expected_rows=None, expected=None, metrics={}, prepare_error=None,
                 data_interval_start=start, data_interval_end=_timestamp(interval[1]),
                 began_at=now, prepared_at=None, decided_at=None, finished_at=None, updated_at=now,
-                prepare_attempt=0, exposed_at=None, audit=None, approval=None)
+                prepare_attempt=0, exposed_at=None, audit=None, approval=None, outcomes=None)
             self._transitions[spec.load_id] = [Transition(None, State.PREPARING.value, None, now)]
             return self.get(spec.load_id), True
 
@@ -136,6 +137,25 @@ class MemoryLog:
             row.update({column: _json(value), "updated_at": self._clock()})
             return True
 
+    def quarantine(self, load_id: str, kept: list, reasons: list[str]) -> int:
+        with self._lock:
+            others = [k for k in self.quarantined.get(load_id, []) if k.reason not in reasons]
+            self.quarantined[load_id] = others + list(kept)
+            return len(kept)
+
+    def record_outcomes(self, load_id: str, outcomes: dict) -> None:
+        with self._lock:
+            for row in self._rows(load_id):
+                if row["state"] == State.COMMITTING.value:
+                    row.update(outcomes=_json(outcomes), updated_at=self._clock())
+
+    def commit_history(self, pipeline: str, participant: str, limit: int = 10) -> list[dict]:
+        with self._lock:
+            rows = [r for r in self._loads.values() if r["pipeline"] == pipeline and r["state"] ==
+                    State.COMMITTED.value and participant in (_json(r["outcomes"]) or {})]
+            rows.sort(key=lambda r: r["finished_at"], reverse=True)
+            return [_json(r["outcomes"])[participant] for r in rows[:limit]]
+
     def last_committed(self, pipeline: str, other_than: str) -> Load | None:
         with self._lock:
             rows = [r for r in self._loads.values() if r["pipeline"] == pipeline
@@ -203,4 +223,4 @@ class MemoryLog:
     @staticmethod
     def _load(row: dict) -> Load:
         return Load.from_row({**row, **{k: _json(row[k]) for k in ("participants", "input", "expected", "metrics",
-                                                                   "audit", "approval")}})
+                                                                   "audit", "approval", "outcomes")}})

@@ -10,6 +10,9 @@ same hooks and never looks inside their data:
     executors   PartitionWriter           open(partition, attempt) / write(batch)* / close()
     driver      prepare(marks, reports)   check what was staged, holding nothing; vote
     driver      discard()                 a superseded prepare attempt drops its own staging
+    vote task   budget(vote, earlier, since) why the commit would not fit the participant's
+                                          settings (a copy longer than its transaction
+                                          timeout, staging expiring first), or ''
     audit task  staged_rows(vote, target) the audit's read-only view of a target's staged rows
     vote task   ready(vote) -> Vote       right before the decision: make the load ready to
                                           commit (take what commit needs: a prepared
@@ -53,6 +56,7 @@ import time
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Callable, ClassVar, Mapping
 
 from .errors import MissingPrivilege, ServerUnreachable, root_cause
@@ -158,6 +162,15 @@ class Participant(ABC):
         neither other attempts' staging nor the load's outcome. '' when done, else what was
         left for the latest attempt or the sweep. Never raises. The default has nothing of
         its own to drop (staging that only the vote's names can promote)."""
+        return ""
+
+    def budget(self, vote: Vote, earlier: list[dict], staged_since: datetime) -> str:
+        """Vote task, before ready(): '' when the commit fits this participant's settings,
+        else why not, naming the setting to change, so the vote aborts the load instead
+        of its commit failing halfway. `earlier`: this participant's commit outcomes in
+        the pipeline's last committed loads ({kind, seconds, count}, newest first);
+        `staged_since`: no staged data of the load is older. ServerUnreachable when it
+        cannot tell now. The default: no budget."""
         return ""
 
     def ready(self, vote: Vote) -> Vote:

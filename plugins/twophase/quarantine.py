@@ -1,4 +1,5 @@
-"""The quarantine: a load's rejected input lines, kept where people can query them.
+"""The quarantine: a load's rejected input lines, and the staged rows failing an audit
+rule, kept where people can query them.
 
 Table `twophase.quarantine` of the log's database, one row per kept line: the load, its
 reason, where it came from (`source`: the file), what is wrong with it
@@ -9,6 +10,7 @@ than the retention (default 7 days).
 
     capped(rejects_df, cap)               the first `cap` lines of each reason, from a Spark frame
     keep(dsn, load_id, lines)             the prepare job, before it stages (replaces the load's)
+    keep(dsn, load_id, rows, reasons)     the audit: rows failing its rules (reason: the rule)
     kept(dsn, load_id, limit)             what `python -m twophase show LOAD --rejected` prints
     sweep(dsn, older_than)                recovery's retention sweep
 """
@@ -64,14 +66,16 @@ def _text(value: str | None) -> str | None:
     return None if value is None else value.replace("\x00", "\\x00")
 
 
-def keep(dsn: str, load_id: str, lines: list[Kept]) -> int:
-    """Replace the load's quarantine with `lines` (a retried prepare keeps them once);
-    returns how many were kept."""
+def keep(dsn: str, load_id: str, lines: list[Kept], reasons: list[str] | None = None) -> int:
+    """Replace the load's quarantine with `lines` (a retried prepare keeps them once), or
+    only its entries of `reasons` (a retried audit replaces its rules' rows); returns how
+    many were kept."""
     with servers(pg_dsn=dsn):
         conn = psycopg2.connect(dsn)
     try:
         with conn, conn.cursor() as cur:
-            cur.execute("delete from twophase.quarantine where load_id = %s", (load_id,))
+            cur.execute("delete from twophase.quarantine where load_id = %s and (%s::text[] is null or "
+                        "reason = any(%s::text[]))", (load_id, reasons, reasons))
             psycopg2.extras.execute_values(
                 cur, "insert into twophase.quarantine (load_id, reason, source, detail, content) values %s",
                 [(load_id, _text(k.reason) or "", _text(k.source), _text(k.detail), _text(k.content)) for k in lines],

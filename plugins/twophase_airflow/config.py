@@ -42,6 +42,8 @@ class LoadConfig:
       measured on the staged data by the audit task; one at error aborts the load
       (docs/audit.md). Each rule's target is named as in the load: a table
       `schema.table`, a topic by its name, an Iceberg table `iceberg:namespace.table`.
+    - quarantine_cap: at most this many staged rows failing each rule are kept in the
+      quarantine (default 10,000).
 
     Every name is checked here, with the core's own rules (twophase.spec, twophase.ids),
     so a wrong one fails the DAG file's import (Airflow's DAG import errors) instead of
@@ -54,6 +56,7 @@ class LoadConfig:
     log_conn_id: str = DEFAULT_POSTGRES
     spark_conn_id: str = "spark_default"
     rules: tuple = ()
+    quarantine_cap: int = 10_000
 
     def __post_init__(self):
         object.__setattr__(self, "targets", tuple(self.targets) if isinstance(self.targets, (list, tuple)) else ())
@@ -72,6 +75,8 @@ class LoadConfig:
             raise SpecError("LoadConfig describe_input must be a function (interval, params, load_id) -> dict, "
                             f"got {type(self.describe_input).__name__}")
         self._check_rules()
+        if not isinstance(self.quarantine_cap, int) or isinstance(self.quarantine_cap, bool) or self.quarantine_cap < 0:
+            raise SpecError(f"LoadConfig quarantine_cap must be 0 or more rows per rule, got {self.quarantine_cap!r}")
         for field in ("log_conn_id", "spark_conn_id"):
             value = getattr(self, field)
             if not isinstance(value, str) or not value.strip():

@@ -149,12 +149,14 @@ def audit(cfg: LoadConfig, pipeline: str, context) -> str:
     is stored with the load for the vote. Returns the verdict ('none': nothing to audit)."""
     lid, conns, txlog = the_load(cfg, pipeline, context)
     with airflow_outcome("audit", lid):
-        report = coordinator.audit(txlog, conns, lid, cfg.rules)
+        report = coordinator.audit(txlog, conns, lid, cfg.rules, cfg.quarantine_cap)
     if report is None:
         log.info("nothing to audit: load %s is %s", lid, txlog.get(lid).state)
         return "none"
     for line in report.lines():
         (log.warning if report.verdict != PASS else log.info)("%s", line)
+    if report.verdict != PASS:
+        log.info("staged rows failing a rule are in the quarantine: python -m twophase show %s --rejected", lid)
     log.info("the report as JSON: python -m twophase show %s --audit", lid)
     return report.verdict
 

@@ -13,7 +13,7 @@ import sys
 import jsonschema
 
 from support import count_table_rows, make_df, make_spec, read_topic, table_of, topic_of
-from twophase import coordinator
+from twophase import coordinator, quarantine
 from twophase.audit import DuplicateKeys, NullShare, RowCount, RowCountChange, SqlRule, ValueRange
 from twophase.audit.report import schema
 from twophase.participants.postgres import prepared_gids
@@ -70,15 +70,36 @@ def test_rules_measure_the_staged_data_and_the_report_is_kept(spark, txlog, conn
 def test_an_error_aborts_the_load_naming_the_rule(spark, txlog, conns, target, pg_dsn, kafka_bootstrap):
     spec = _prepared(spark, txlog, conns, target, f"{target['topic']}-error")
     rules = [ValueRange(target["table"], "orders", high=3, error=(0, 0)),
-             SqlRule("no such column", target["table"], "select max(nope) from {staged}")]
+             SqlRule("no such column", target["table"], "select max(nope) from {staged}"),
+             NullShare(target["table"], "note", warn=(0, 0)), DuplicateKeys(target["table"], ("day",), warn=(0, 0)),
+             NullShare(target["topic"], "note", warn=(0, 0))]
     report = coordinator.audit(txlog, conns, spec.load_id, rules)
-    assert [r.verdict for r in report.results] == ["error", "error"]
+    assert [r.verdict for r in report.results] == ["error", "error", "warn", "warn", "warn"]
     assert "UndefinedColumn" in report.results[1].detail or "nope" in report.results[1].detail
 
     decided = coordinator.vote(txlog, conns, spec.load_id, require_audit=True)
     assert decided.state == State.ABORTING and decided.exposed_at is None
     assert f"audit: value_range({target['table']}.orders in <= 3) is" in decided.reason
     assert "audit: no such column is not measured" in decided.reason
+    # The rows failing the range, as staged, in the quarantine.
+    failing = [k for k in quarantine.kept(pg_dsn, spec.load_id) if k.reason == rules[0].name]
+    assert len(failing) == report.results[0].value == sum(1 for i in range(ROWS) if i % 7 + 1 > 3)
+    assert {k.source for k in failing} == {target["table"]}
+    assert all(json.loads(k.content)["orders"] > 3 and json.loads(k.content)["day"] == "2026-11-20" for k in failing)
+    kept = quarantine.kept(pg_dsn, spec.load_id)
+    nulls = {t: [json.loads(k.content) for k in kept if k.reason == f"null_share({t}.note)"]
+             for t in (target["table"], target["topic"])}
+    assert [len(rows) for rows in nulls.values()] == [ROWS // 5] * 2  # every fifth row has no note
+    assert all(row.get("note") is None for rows in nulls.values() for row in rows)
+    repeated = [json.loads(k.content) for k in kept if k.reason == rules[3].name]
+    assert len(repeated) == ROWS - 1 and len({r["customer_id"] for r in repeated}) == ROWS - 1, \
+        "every row but the first of the one day"
+    assert not [k for k in kept if k.reason == rules[1].name], "a rule that measured nothing counted no rows"
+    shown = subprocess.run([sys.executable, "-m", "twophase", "show", spec.load_id, "--rejected"],
+                           capture_output=True, text=True, timeout=120, env=os.environ)
+    assert shown.returncode == 0, shown.stderr
+    assert f"{len(kept)} staged rows failing audit rules" in shown.stdout
+    assert f"{rules[0].name}: {len(failing)} kept" in shown.stdout
     coordinator.rollback(txlog, conns, spec.load_id)
     assert count_table_rows(pg_dsn, table_of(spec).table, spec.load_id) == 0
     assert read_topic(kafka_bootstrap, topic_of(spec).topic) == []

@@ -10,6 +10,10 @@
   LoadAborted naming transaction.max.timeout.ms, the load ends ABORTED, nothing is visible
   in the target topic (read_committed) or table, no prepared transaction is left, and
   verify passes.
+- The vote's budgets: a copy estimated (at the pace of the pipeline's earlier copies) to
+  outlast most of its transaction's timeout, or staged records that may expire before the
+  copy ends, abort the load at the vote, naming the KafkaTarget setting to change, before
+  anything is made ready or copied.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import psycopg2
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from support import make_df, make_spec, read_topic, table_of, topic_of, with_target
+from support import header, make_df, make_spec, read_topic, table_of, topic_of, with_target
 from throwaway_postgres import throwaway_postgres
 from twophase import coordinator
 from twophase.participants.postgres import PostgresConfigError, is_prepared
@@ -117,10 +121,58 @@ SLOW_RECORDS = 600_003
 
 @pytest.mark.slow
 def test_copy_slower_than_its_transaction_timeout_aborts_the_load(spark, txlog, conns, target):
-    spec = make_spec(target)
+    # A pipeline with no earlier copy: no pace to estimate from, so the vote's budget
+    # lets it through and the copy's own deadline must abort it.
+    spec = make_spec(target, pipeline=f"slow_copy_{target['topic']}")
     spec = with_target(spec, dataclasses.replace(topic_of(spec), transaction_timeout_ms=1000))
     load = _commit_must_abort(txlog, conns, spec, make_df(spark, SLOW_RECORDS))
     assert "was too short" in load.reason
     # The aborted copy did write to the target topic; read_uncommitted shows it, so
     # the empty read_committed view above is the transaction's doing, not a copy that never ran.
     assert len(read_topic(conns.kafka_bootstrap, topic_of(spec).topic, "read_uncommitted")) > 0
+
+
+def _vote_must_abort(txlog, conns, spec, df, says: str) -> None:
+    """Prepare, then the vote aborts naming `says`, before any participant is made ready;
+    the rollback leaves nothing: not even an aborted copy in the topic."""
+    coordinator.begin(txlog, spec)
+    coordinator.prepare(txlog, conns, spec.load_id, df)
+    decided = coordinator.vote(txlog, conns, spec.load_id)
+    assert decided.state == State.ABORTING and "kafka would not commit in time: " in decided.reason, decided.reason
+    assert says in decided.reason, decided.reason
+    assert decided.exposed_at is None, "nothing may be made ready"
+    coordinator.rollback(txlog, conns, spec.load_id)
+    assert txlog.get(spec.load_id).state == State.ABORTED
+    assert count_table_rows(conns.pg_dsn, table_of(spec).table, spec.load_id) == 0
+    assert [m for m in read_topic(conns.kafka_bootstrap, topic_of(spec).topic, "read_uncommitted")
+            if header(m, "load_id") == spec.load_id] == [], "the copy must never have begun"
+
+
+def test_a_copy_estimated_longer_than_its_timeout_is_aborted_by_the_vote(spark, txlog, conns, target):
+    pipeline = f"budget_{target['topic']}"
+    first = make_spec(target, run_id=f"{target['topic']}-1", pipeline=pipeline)
+    coordinator.begin(txlog, first)
+    coordinator.prepare(txlog, conns, first.load_id, make_df(spark, 20_000))
+    assert coordinator.vote(txlog, conns, first.load_id).state == State.COMMITTING
+    coordinator.commit(txlog, conns, first.load_id)
+    measured = txlog.get(first.load_id).outcomes["kafka"]
+    assert measured["kind"] == "done" and measured["count"] == 20_000 and measured["seconds"] > 0
+    pace = measured["count"] / measured["seconds"]
+
+    # Twice what the measured pace copies in a second, against a 1 s timeout (80%: 0.8 s).
+    records = max(50_000, int(2 * pace))
+    second = make_spec(target, run_id=f"{target['topic']}-2", pipeline=pipeline)
+    second = with_target(second, dataclasses.replace(topic_of(second), transaction_timeout_ms=1000))
+    _vote_must_abort(txlog, conns, second, make_df(spark, records, day="2026-11-21"),
+                     f"copying {records} records would take about ")
+    assert "raise KafkaTarget.transaction_timeout_ms" in txlog.get(second.load_id).reason
+
+
+def test_staged_records_that_may_expire_before_the_copy_are_aborted_by_the_vote(spark, txlog, conns, target):
+    # A fresh staging topic whose retention (5 minutes) ends within the vote's margin.
+    spec = make_spec(target, pipeline=f"budget_{target['topic']}")
+    spec = with_target(spec, dataclasses.replace(topic_of(spec), staging_retention_ms=300_000))
+    _vote_must_abort(txlog, conns, spec, make_df(spark, 100),
+                     f"the staged records in {topic_of(spec).staging_topic} may expire from ")
+    assert "(retention.ms 300000)" in txlog.get(spec.load_id).reason
+    assert "raise KafkaTarget.staging_retention_ms" in txlog.get(spec.load_id).reason

@@ -98,6 +98,7 @@ def test_a_config_of_two_tables_in_two_databases_two_topics_and_an_iceberg_table
      "LoadConfig rules name ['row_count(t)'] more than once"),
     (GOOD_TARGETS, {"rules": "[NullShare('t', 'c', warn=5)]"}, "thresholds are Bounds(min, max) or a (min, max) "
                                                                "pair, not 5"),
+    (GOOD_TARGETS, {"quarantine_cap": "-1"}, "LoadConfig quarantine_cap must be 0 or more rows per rule, got -1"),
 ])
 def test_a_wrong_load_config_is_an_import_error_naming_the_problem(tmp_path, targets, fields, message):
     errors = import_errors(tmp_path, config_source=config(targets, **fields))

@@ -111,3 +111,26 @@ def test_rules_over_nothing_staged_measure_nothing_wrong():
                  ValueRange(T, "amount", 0, 1, error=(0, 0))):
         result = rule.check(empty)
         assert (result.value, result.verdict) == (0, "pass"), result.describe()
+
+
+# rule -> the rows it counts (ids), for the quarantine; None: it counts no rows of its own
+FAILING = {
+    "row_count": None, "rejected_share": None, "row_count_change": None, "python": None,
+    "null_share": [2],
+    "duplicate_keys": [2],  # the second row of id 2
+    "value_range": [8, 9],
+}
+
+
+@pytest.mark.parametrize("kind", list(FAILING))
+def test_row_level_rules_hand_over_the_rows_they_counted_capped(kind):
+    rule, _ = CASES[kind]
+    rows = rule.failing(audit_input(), 10)
+    if FAILING[kind] is None:
+        assert rows is None
+        return
+    assert [r["id"] for r in rows] == FAILING[kind]
+    counted = rule.check(audit_input()).value
+    assert len(rows) == (counted * ROWS.num_rows if kind == "null_share" else counted)  # a share of the rows
+    assert all(set(r) == {"id", "amount"} for r in rows)
+    assert len(rule.failing(audit_input(), 1)) == 1 and rule.failing(audit_input(), 0) == []

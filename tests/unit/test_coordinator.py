@@ -20,7 +20,7 @@ from twophase.log import StateConflict, Superseded
 from twophase.memory_log import MemoryLog
 from twophase.outcome import Kind
 from twophase.participants.memory import (Crashed, Faults, LocalFrame, LocalStage, MemoryParticipant,
-                                          MemoryStore)
+                                          MemoryStore, MemoryUnreachable)
 from twophase.spec import KafkaTarget, LoadSpec, PostgresTarget
 from twophase.states import TERMINAL, State
 from twophase.voting import MinRows
@@ -750,6 +750,27 @@ def test_the_audit_measures_staged_rows_and_its_error_aborts_the_load(log, store
     assert coordinator.audit(log, conns, spec.load_id, []) is None, "a decided load is not audited again"
 
 
+def test_rows_failing_a_rule_are_kept_in_the_quarantine_capped_and_replaced_by_a_retried_audit(log, store):
+    import json
+
+    from twophase.audit import DuplicateKeys, NullShare, ValueRange
+
+    conns, spec = Conns(store), make_spec()
+    _prepared(log, conns, spec)
+    duplicates = DuplicateKeys(ORDERS, ("customer_id",), error=(0, 0))
+    passing = NullShare(ORDERS, "customer_id", error=(0, 0))
+    warned = ValueRange(ORDERS, "amount", low=0, high=15, warn=(0, 0))
+    coordinator.audit(log, conns, spec.load_id, [duplicates, passing, warned], quarantine_cap=5)
+    kept = log.quarantined[spec.load_id]
+    assert [(k.reason, k.source) for k in kept] == [(duplicates.name, ORDERS)] * 5 + [(warned.name, ORDERS)] * 4
+    assert sorted(json.loads(k.content)["amount"] for k in kept if k.reason == warned.name) == [16, 17, 18, 19]
+    assert all(json.loads(k.content)["customer_id"] in {f"c{i}" for i in range(7)} for k in kept)
+    assert kept[0].detail == f"error of audit rule {duplicates.name}"
+
+    coordinator.audit(log, conns, spec.load_id, [duplicates, passing, warned], quarantine_cap=100)  # retried
+    assert sorted(k.reason for k in log.quarantined[spec.load_id]) == [duplicates.name] * (N - 7) + [warned.name] * 4
+
+
 def test_a_load_without_its_required_audit_aborts_and_a_passing_one_commits(log, store):
     conns = Conns(store)
     missing, passing = make_spec("no-audit"), make_spec("audited")
@@ -816,3 +837,74 @@ def test_an_approval_answered_after_the_load_was_decided_changes_nothing(log, st
     after = coordinator.answer_approval(log, spec.load_id, True, datetime.now(timezone.utc), by="alice")
     assert after.state == State.ABORTED and "decision" not in after.approval
     assert coordinator.ask_approval(log, spec.load_id, timedelta(minutes=30)) is None, "nothing left to approve"
+
+
+# -- budgets ------------------------------------------------------------------------------------
+
+
+def test_a_participant_over_its_budget_aborts_the_load_before_anything_is_made_ready(log, store):
+    conns, spec = Conns(store, topic=Faults(over_budget="the copy needs 90 s: raise KafkaTarget.transaction_timeout_ms")), \
+        make_spec()
+    coordinator.begin(log, spec)
+    coordinator.prepare(log, conns, spec.load_id, frame(), stage=LocalStage())
+    decided = coordinator.vote(log, conns, spec.load_id)
+    assert decided.state == State.ABORTING
+    assert decided.reason == "topic would not commit in time: the copy needs 90 s: raise KafkaTarget.transaction_timeout_ms"
+    assert decided.exposed_at is None, "no participant was made ready"
+    coordinator.rollback(log, conns, spec.load_id)
+    assert visible(conns, spec.load_id) == NOTHING
+    assert_nothing_left(store, spec.load_id)
+
+
+def test_each_commit_keeps_its_outcomes_and_the_next_votes_budget_reads_them_newest_first(log, store):
+    seen = []
+
+    class Watching(MemoryParticipant):
+        def budget(self, vote, earlier, staged_since):
+            seen.append((self.name, earlier, staged_since))
+            return ""
+
+    conns = Conns(store)
+    conns.participants = lambda spec, attempt=1: [
+        Watching(store, spec.load_id, targets, name, may_fail, attempt=attempt)
+        for name, (targets, may_fail) in LAYOUT.items()]
+    for run in ("run-1", "run-2", "run-3"):
+        spec = make_spec(run)
+        run_load(log, conns, spec)
+        load = log.get(spec.load_id)
+        assert load.state == State.COMMITTED
+        assert {name: (o["kind"], o["count"]) for name, o in load.outcomes.items()} == {
+            "tables": ("done", 2 * N), "topic": ("done", N)}
+        assert all(o["seconds"] >= 0 for o in load.outcomes.values())
+    # the third load's vote saw the two committed before it, the second's first
+    assert [len(earlier) for name, earlier, _ in seen if name == "topic"] == [0, 1, 2]
+    third = [(earlier, since) for name, earlier, since in seen if name == "topic"][-1]
+    assert third[0] == [log.get(make_spec(r).load_id).outcomes["topic"] for r in ("run-2", "run-1")]
+    assert third[1] == log.get(make_spec("run-3").load_id).began_at
+
+
+@pytest.mark.parametrize("raised, expect", [
+    (MemoryUnreachable("memory store m is unreachable: test"), None),  # the decision waits for a retry
+    (RuntimeError("staging topic deleted"), "topic would not commit in time: its budget could not be checked: "
+                                            "RuntimeError: staging topic deleted"),
+])
+def test_a_budget_that_cannot_be_checked_retries_or_aborts(log, store, raised, expect):
+    class Failing(MemoryParticipant):
+        def budget(self, vote, earlier, staged_since):
+            if self.name == "topic":
+                raise raised
+            return ""
+
+    conns, spec = Conns(store), make_spec()
+    conns.participants = lambda spec, attempt=1: [
+        Failing(store, spec.load_id, targets, name, may_fail, attempt=attempt)
+        for name, (targets, may_fail) in LAYOUT.items()]
+    coordinator.begin(log, spec)
+    coordinator.prepare(log, conns, spec.load_id, frame(), stage=LocalStage())
+    if expect is None:
+        with pytest.raises(RetryLater, match="unreachable"):
+            coordinator.vote(log, conns, spec.load_id)
+        assert log.get(spec.load_id).state == State.PREPARED
+    else:
+        decided = coordinator.vote(log, conns, spec.load_id)
+        assert decided.state == State.ABORTING and decided.reason == expect and decided.exposed_at is None

@@ -12,6 +12,8 @@ and error thresholds (limits.Bounds, or (min, max) pairs).
 
 A rule that cannot be measured (a column the target lacks, SQL on a topic, a query that
 fails) is an error naming why: a rule that cannot be checked never passes silently.
+The row-level rules (NullShare, DuplicateKeys, ValueRange) also hand over the rows they
+counted (`failing`), which the audit keeps in the quarantine when the rule does not pass.
 """
 
 from __future__ import annotations
@@ -90,6 +92,11 @@ class Rule:
         """(value, detail)."""
         raise NotImplementedError
 
+    def failing(self, audit: AuditInput, limit: int) -> list[dict] | None:
+        """The staged rows this rule counted (at most `limit`), for the quarantine; None
+        when the rule measures no rows of its own (a count, a share of input lines, SQL)."""
+        return None
+
     def check(self, audit: AuditInput) -> Result:
         try:
             value, detail = self.measure(audit)
@@ -145,6 +152,9 @@ class NullShare(Rule):
         nulls, total = rows.nulls(self.column), rows.count()
         return _share(nulls, total), f"{nulls} of {total} rows have no {self.column}"
 
+    def failing(self, audit, limit):
+        return audit.rows_of(self.on).null_rows(self.column, limit)
+
 
 @dataclass(frozen=True)
 class DuplicateKeys(Rule):
@@ -165,6 +175,9 @@ class DuplicateKeys(Rule):
     def measure(self, audit):
         return audit.rows_of(self.on).duplicates(self.columns), f"rows repeating a key ({', '.join(self.columns)})"
 
+    def failing(self, audit, limit):
+        return audit.rows_of(self.on).duplicate_rows(self.columns, limit)
+
 
 @dataclass(frozen=True)
 class ValueRange(Rule):
@@ -181,6 +194,9 @@ class ValueRange(Rule):
     def measure(self, audit):
         outside = audit.rows_of(self.on).outside(self.column, self.low, self.high)
         return outside, f"rows with {self.column} outside {Bounds(self.low, self.high).describe()}"
+
+    def failing(self, audit, limit):
+        return audit.rows_of(self.on).outside_rows(self.column, self.low, self.high, limit)
 
 
 @dataclass(frozen=True)

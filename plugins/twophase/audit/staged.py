@@ -36,6 +36,17 @@ class StagedRows(ABC):
     def outside(self, column: str, low, high) -> int:
         """Rows whose `column` is below `low` or above `high` (None: unbounded side)."""
 
+    # The rows a row-level rule counted, for the quarantine: at most `limit`, as dicts.
+    @abstractmethod
+    def null_rows(self, column: str, limit: int) -> list[dict]: ...
+
+    @abstractmethod
+    def duplicate_rows(self, columns: tuple[str, ...], limit: int) -> list[dict]:
+        """Rows beyond the first of each key, as duplicates() counts them."""
+
+    @abstractmethod
+    def outside_rows(self, column: str, low, high, limit: int) -> list[dict]: ...
+
     def sql(self, query: str):
         """The first column of the first row of `query`, where `{staged}` names the staged
         rows as a relation. Only where the rows are in SQL."""
@@ -75,7 +86,8 @@ class ArrowRows(StagedRows):
         distinct = self.table.group_by(list(columns)).aggregate([]).num_rows
         return self.table.num_rows - distinct
 
-    def outside(self, column: str, low, high) -> int:
+    def _outside(self, column: str, low, high):
+        """The mask of rows outside low..high (None: no bound at all)."""
         import pyarrow.compute as pc
 
         values = self._column(column)
@@ -83,9 +95,34 @@ class ArrowRows(StagedRows):
         above = pc.greater(values, high) if high is not None else None
         both = [m for m in (below, above) if m is not None]
         if not both:
-            return 0
-        mask = both[0] if len(both) == 1 else pc.or_(both[0], both[1])
-        return pc.sum(pc.cast(pc.fill_null(mask, False), "int64")).as_py() or 0
+            return None
+        return pc.fill_null(both[0] if len(both) == 1 else pc.or_(both[0], both[1]), False)
+
+    def outside(self, column: str, low, high) -> int:
+        import pyarrow.compute as pc
+
+        mask = self._outside(column, low, high)
+        return 0 if mask is None else pc.sum(pc.cast(mask, "int64")).as_py() or 0
+
+    def null_rows(self, column: str, limit: int) -> list[dict]:
+        import pyarrow.compute as pc
+
+        return self.table.filter(pc.is_null(self._column(column))).slice(0, limit).to_pylist()
+
+    def duplicate_rows(self, columns: tuple[str, ...], limit: int) -> list[dict]:
+        for c in columns:
+            self._column(c)
+        seen, rows = set(), []
+        for row in self.table.to_pylist():
+            key = tuple(row[c] for c in columns)
+            if key in seen and len(rows) < limit:
+                rows.append(row)
+            seen.add(key)
+        return rows
+
+    def outside_rows(self, column: str, low, high, limit: int) -> list[dict]:
+        mask = self._outside(column, low, high)
+        return [] if mask is None else self.table.filter(mask).slice(0, limit).to_pylist()
 
     def arrow(self):
         return self.table

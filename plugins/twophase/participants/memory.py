@@ -86,6 +86,9 @@ class Faults:
     ROLLBACK PREPARED would: ready passes, commit finds it neither prepared nor committed
     and returns FAILED. (MemoryStore.lose() drops it at any chosen moment instead.)"""
 
+    over_budget: str = ""
+    """What budget() says is over (a reason), or '' (the default: no budget)."""
+
     def __post_init__(self):
         for hook, how in self.fail_at.items():
             if hook not in HOOKS or how not in HOWS:
@@ -267,6 +270,9 @@ class MemoryParticipant(Participant):
         summary = f"{self.endpoint}: {total} rows prepared for " + ", ".join(f"{t} ({n})" for t, n in counts.items())
         return Vote(self.name, not reasons, total, {"endpoint": self.endpoint, "targets": list(self.targets)},
                     "; ".join(reasons), counts, summary)
+
+    def budget(self, vote: Vote, earlier: list[dict], staged_since) -> str:
+        return self.faults.over_budget
 
     def ready(self, vote: Vote) -> Vote:
         """Holds nothing in between (as Kafka): checks the set-aside rows are still there."""

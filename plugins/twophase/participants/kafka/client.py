@@ -173,14 +173,20 @@ def ensure_topics(bootstrap: str, target: KafkaTarget) -> dict[str, int]:
     with kafka_client(AdminClient, bootstrap) as admin:
         _create_missing(admin, target)
         # A topic created a moment ago can be unknown to the broker answering for a moment.
-        return _patiently(lambda: _max_message_bytes(admin, [target.topic, target.staging_topic]),
+        return _patiently(lambda: _topic_setting(admin, [target.topic, target.staging_topic], "max.message.bytes"),
                           also=frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART}))
 
 
-def _max_message_bytes(admin: AdminClient, topics: list[str]) -> dict[str, int]:
+def topic_setting(bootstrap: str, topics: list[str], name: str) -> dict[str, int]:
+    """Each topic's integer setting `name` (retention.ms...), as the brokers apply it."""
+    with kafka_client(AdminClient, bootstrap) as admin:
+        return _patiently(lambda: _topic_setting(admin, topics, name))
+
+
+def _topic_setting(admin: AdminClient, topics: list[str], name: str) -> dict[str, int]:
     futures = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics],
                                      request_timeout=30)
-    return {resource.name: int(future.result(60)["max.message.bytes"].value) for resource, future in futures.items()}
+    return {resource.name: int(future.result(60)[name].value) for resource, future in futures.items()}
 
 
 def _create_missing(admin: AdminClient, target: KafkaTarget) -> None:

@@ -4,6 +4,7 @@ docstring tells the protocol."""
 from __future__ import annotations
 
 import time
+from datetime import datetime, timezone
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -13,7 +14,9 @@ from ...errors import ServerUnreachable, SpecError, kafka_unreachable, one_line
 from ...outcome import Kind, Outcome
 from ...participant import Participant, Staging
 from ...votes import Vote
-from .client import _PRODUCER_BASE, _connected, _patiently, _size_settings, ensure_topics, kafka_client
+from .budget import over_budget
+from .client import (_PRODUCER_BASE, _connected, _patiently, _size_settings, ensure_topics, kafka_client,
+                     topic_setting)
 from .copy import _COPY_CONSUMER, _aborted, _copies, _copy, _copy_committed, _CopyTimedOut, _mark_aborted
 from .reader import count_topic_by_load
 from .target import KafkaTarget
@@ -129,6 +132,13 @@ class KafkaParticipant(Participant):
                             + (", ".join(f"[{p}] {r[0]}..{r[1]}" for p, r in c["ranges"].items()) or "none")
                             for c in copies)
         return Vote(self.name, not problem, sum(counts.values()), committable, problem, counts, summary)
+
+    def budget(self, vote: Vote, earlier: list[dict], staged_since: datetime) -> str:
+        """The copy must fit in its transaction's timeout at the pace of the pipeline's
+        earlier copies, and the staged records must outlive it (budget.py)."""
+        retention = topic_setting(self.bootstrap, [t.staging_topic for t in self.topics], "retention.ms")
+        return over_budget(vote.count, earlier, self.transaction_timeout_ms, retention, staged_since,
+                           datetime.now(timezone.utc))
 
     def ready(self, vote: Vote) -> Vote:
         """Nothing to take before the commit (the copy's transaction opens in commit): check

@@ -53,6 +53,26 @@ class PostgresRows(StagedRows):
         return self._one(sql.SQL("select count(*) from {rel} where {c} < %s or {c} > %s").format(
             rel=self._relation(), c=c), (low, high))
 
+    def _rows(self, query: sql.Composable, args=()) -> list[dict]:
+        with _autocommit(self.dsn) as cur:
+            cur.execute(query, args)
+            names = [d[0] for d in cur.description]
+            return [{n: v for n, v in zip(names, r) if n not in (PART_COLUMN, "_n")} for r in cur.fetchall()]
+
+    def null_rows(self, column: str, limit: int) -> list[dict]:
+        return self._rows(sql.SQL("select * from {} where {} is null limit %s").format(
+            self._relation(), self._column(column)), (limit,))
+
+    def duplicate_rows(self, columns: tuple[str, ...], limit: int) -> list[dict]:
+        keys = sql.SQL(", ").join(self._column(c) for c in columns)
+        return self._rows(sql.SQL("select * from (select *, row_number() over (partition by {keys}) as _n from {rel}) "
+                                  "d where _n > 1 limit %s").format(keys=keys, rel=self._relation()), (limit,))
+
+    def outside_rows(self, column: str, low, high, limit: int) -> list[dict]:
+        c = self._column(column)
+        return self._rows(sql.SQL("select * from {rel} where {c} < %s or {c} > %s limit %s").format(
+            rel=self._relation(), c=c), (low, high, limit))
+
     def sql(self, query: str):
         """Runs in a read-only transaction: a rule cannot change what it audits."""
         with _autocommit(self.dsn) as cur:
