@@ -110,15 +110,17 @@ class ArrowRows(StagedRows):
         return self.table.filter(pc.is_null(self._column(column))).slice(0, limit).to_pylist()
 
     def duplicate_rows(self, columns: tuple[str, ...], limit: int) -> list[dict]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         for c in columns:
             self._column(c)
-        seen, rows = set(), []
-        for row in self.table.to_pylist():
-            key = tuple(row[c] for c in columns)
-            if key in seen and len(rows) < limit:
-                rows.append(row)
-            seen.add(key)
-        return rows
+        if self.table.num_rows == 0:
+            return []
+        numbered = self.table.append_column("_twophase_row", pa.array(range(self.table.num_rows), pa.int64()))
+        firsts = numbered.group_by(list(columns)).aggregate([("_twophase_row", "min")]).column("_twophase_row_min")
+        later = pc.invert(pc.is_in(numbered.column("_twophase_row"), value_set=firsts))
+        return self.table.filter(later).slice(0, limit).to_pylist()
 
     def outside_rows(self, column: str, low, high, limit: int) -> list[dict]:
         mask = self._outside(column, low, high)
