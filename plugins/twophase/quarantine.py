@@ -17,6 +17,7 @@ than the retention (default 7 days).
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -70,42 +71,41 @@ def keep(dsn: str, load_id: str, lines: list[Kept], reasons: list[str] | None = 
     """Replace the load's quarantine with `lines` (a retried prepare keeps them once), or
     only its entries of `reasons` (a retried audit replaces its rules' rows); returns how
     many were kept."""
-    with servers(pg_dsn=dsn):
-        conn = psycopg2.connect(dsn)
-    try:
-        with conn, conn.cursor() as cur:
-            cur.execute("delete from twophase.quarantine where load_id = %s and (%s::text[] is null or "
-                        "reason = any(%s::text[]))", (load_id, reasons, reasons))
-            psycopg2.extras.execute_values(
-                cur, "insert into twophase.quarantine (load_id, reason, source, detail, content) values %s",
-                [(load_id, _text(k.reason) or "", _text(k.source), _text(k.detail), _text(k.content)) for k in lines],
-                page_size=1000)
-    finally:
-        conn.close()
+    with _cursor(dsn) as cur:
+        cur.execute("delete from twophase.quarantine where load_id = %s and (%s::text[] is null or "
+                    "reason = any(%s::text[]))", (load_id, reasons, reasons))
+        psycopg2.extras.execute_values(
+            cur, "insert into twophase.quarantine (load_id, reason, source, detail, content) values %s",
+            [(load_id, _text(k.reason) or "", _text(k.source), _text(k.detail), _text(k.content)) for k in lines],
+            page_size=1000)
     return len(lines)
 
 
 def kept(dsn: str, load_id: str, limit: int | None = None) -> list[Kept]:
     """The load's kept lines, by reason, in the order they were kept (at most `limit`)."""
-    with servers(pg_dsn=dsn):
-        conn = psycopg2.connect(dsn)
-    try:
-        conn.set_session(readonly=True, autocommit=True)
-        with conn.cursor() as cur:
-            cur.execute("select reason, source, detail, content, kept_at from twophase.quarantine where load_id = %s "
-                        "order by reason, id limit %s", (load_id, limit))
-            return [Kept(*row) for row in cur.fetchall()]
-    finally:
-        conn.close()
+    with _cursor(dsn, readonly=True) as cur:
+        cur.execute("select reason, source, detail, content, kept_at from twophase.quarantine where load_id = %s "
+                    "order by reason, id limit %s", (load_id, limit))
+        return [Kept(*row) for row in cur.fetchall()]
 
 
 def sweep(dsn: str, older_than: timedelta = DEFAULT_RETENTION) -> int:
     """Delete entries kept longer ago than `older_than`; returns how many."""
+    with _cursor(dsn) as cur:
+        cur.execute("delete from twophase.quarantine where kept_at < now() - %s", (older_than,))
+        return cur.rowcount
+
+
+@contextmanager
+def _cursor(dsn: str, readonly: bool = False):
+    """A cursor on the log's database: a write commits when the block ends; the server down
+    is one line (ServerUnreachable)."""
     with servers(pg_dsn=dsn):
         conn = psycopg2.connect(dsn)
     try:
+        if readonly:
+            conn.set_session(readonly=True, autocommit=True)
         with conn, conn.cursor() as cur:
-            cur.execute("delete from twophase.quarantine where kept_at < now() - %s", (older_than,))
-            return cur.rowcount
+            yield cur
     finally:
         conn.close()
