@@ -134,3 +134,12 @@ def test_row_level_rules_hand_over_the_rows_they_counted_capped(kind):
     assert len(rows) == (counted * ROWS.num_rows if kind == "null_share" else counted)  # a share of the rows
     assert all(set(r) == {"id", "amount"} for r in rows)
     assert len(rule.failing(audit_input(), 1)) == 1 and rule.failing(audit_input(), 0) == []
+
+
+def test_records_whose_keys_differ_keep_every_column_null_where_missing():
+    # A staged JSON value leaves out its nulls: the first record may lack a column others have.
+    rows = ArrowRows.of_records("topic", [{"id": 1}, {"id": 2, "note": "x"}, {"id": 3, "note": None}])
+    assert rows.table.column_names == ["id", "note"] and rows.nulls("note") == 2
+    assert [r["id"] for r in NullShare("topic", "note").failing(
+        AuditInput({"topic": 3}, {}, lambda target: rows), 10)] == [1, 3]
+    assert ArrowRows.of_records("topic", []).count() == 0

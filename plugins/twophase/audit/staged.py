@@ -63,6 +63,16 @@ class ArrowRows(StagedRows):
     def __init__(self, target: str, table):
         self.target, self.table = target, table
 
+    @classmethod
+    def of_records(cls, target: str, records: list[dict]) -> "ArrowRows":
+        """From decoded records whose keys may differ (a JSON value leaves out its nulls):
+        every key of any record is a column, null where a record lacks it. (Arrow's own
+        from_pylist takes the columns of the first record only.)"""
+        import pyarrow as pa
+
+        columns = list(dict.fromkeys(key for record in records for key in record))
+        return cls(target, pa.Table.from_pydict({c: [r.get(c) for r in records] for c in columns}))
+
     def _column(self, column: str):
         if self.table.num_rows == 0 and not self.table.column_names:
             import pyarrow as pa

@@ -147,15 +147,12 @@ class KafkaParticipant(Participant):
         return vote.no(problem) if problem else vote
 
     def staged_rows(self, vote: Vote, target: str):
-        """The topic's staged records' JSON values, as rows."""
-        import pyarrow as pa
-
+        """The topic's staged records' JSON values, as rows (a value leaves out its nulls)."""
         from ...audit.staged import ArrowRows
         from .staged import staged_values
 
         [copy] = [c for c in _copies(vote.committable, vote.count) if c["topic"] == target]
-        return ArrowRows(target, pa.Table.from_pylist(staged_values(self.bootstrap, f"{self.copy_id}-audit",
-                                                                    self.load_id, copy)))
+        return ArrowRows.of_records(target, staged_values(self.bootstrap, f"{self.copy_id}-audit", self.load_id, copy))
 
     def check_ranges(self, committable: dict, count: int = 0) -> str:
         """'' if every staged range is still in its staging topic, else what is missing."""
