@@ -45,6 +45,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="skip the Iceberg figures (staging beside pyarrow alone, commit)")
     parser.add_argument("--quick", action="store_true", help="smoke run: sizes 5000,20000, 1 repetition")
     parser.add_argument("--note", default="", help="a line for the report (e.g. what else ran on the machine)")
+    parser.add_argument("--results", type=Path, default=RESULTS,
+                        help="the folder of the reports (default bench/results; the tests' toy runs use their own)")
     parser.add_argument("--render", metavar="JSON", help="measure nothing: write the report of an earlier run's "
                         "bench/results/<timestamp>.json again (e.g. after editing bench/findings.md)")
     args = parser.parse_args(argv)
@@ -97,7 +99,7 @@ def _progress(run: Run, rep: int, reps: int) -> None:
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
     if args.render:
-        render_again(Path(args.render))
+        render_again(Path(args.render), args.results)
         return
     from twophase.log import TransactionLog
     from twophase.spec import Connections
@@ -116,7 +118,7 @@ def main(argv: list[str]) -> None:
     log = TransactionLog(conns.pg_dsn)
     log.ensure_schema()
     meta["machine"] = machine.describe(spark, conns.pg_dsn)
-    RESULTS.mkdir(exist_ok=True)
+    args.results.mkdir(parents=True, exist_ok=True)
     runs: list[Run] = []
     try:
         for shape in args.shapes:
@@ -136,21 +138,21 @@ def main(argv: list[str]) -> None:
                     _progress(run, rep, args.reps)
                 data.drop()
                 runs.append(run)
-                _write(stamp, meta, runs, clock, final=False)
+                _write(args.results, stamp, meta, runs, clock, final=False)
     finally:
         sampler.stop()
         spark.stop()
-    path = _write(stamp, meta, runs, clock, final=True)
-    print(f"bench: report written to {path} and {RESULTS / 'latest.md'}", flush=True)
+    path = _write(args.results, stamp, meta, runs, clock, final=True)
+    print(f"bench: report written to {path} and {args.results / 'latest.md'}", flush=True)
 
 
-def render_again(raw: Path) -> None:
+def render_again(raw: Path, results: Path) -> None:
     saved = json.loads(raw.read_text())
     runs = [Run(**r) for r in saved["runs"]]
     text = _render(saved["meta"], runs)
     raw.with_suffix(".md").write_text(text)
-    (RESULTS / "latest.md").write_text(text)
-    print(f"bench: report of {raw.name} written again to {raw.with_suffix('.md')} and {RESULTS / 'latest.md'}")
+    (results / "latest.md").write_text(text)
+    print(f"bench: report of {raw.name} written again to {raw.with_suffix('.md')} and {results / 'latest.md'}")
 
 
 def _render(meta: dict, runs: list[Run]) -> str:
@@ -159,14 +161,14 @@ def _render(meta: dict, runs: list[Run]) -> str:
     return report.render(meta, runs, checks)
 
 
-def _write(stamp: str, meta: dict, runs: list[Run], clock: float, final: bool) -> Path:
+def _write(results: Path, stamp: str, meta: dict, runs: list[Run], clock: float, final: bool) -> Path:
     meta = {**meta, "elapsed_min": (time.monotonic() - clock) / 60, "load_end": machine.load_average()}
     text = _render(meta, runs)
-    path = RESULTS / f"{stamp}.md"
+    path = results / f"{stamp}.md"
     path.write_text(text)
-    (RESULTS / f"{stamp}.json").write_text(json.dumps({"meta": meta, "runs": [r.to_json() for r in runs]}, indent=1))
+    (results / f"{stamp}.json").write_text(json.dumps({"meta": meta, "runs": [r.to_json() for r in runs]}, indent=1))
     if final:
-        (RESULTS / "latest.md").write_text(text)
+        (results / "latest.md").write_text(text)
     return path
 
 

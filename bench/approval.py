@@ -1,14 +1,15 @@
 """From a person's approval to visible data, on the real Airflow (scheduler, LocalExecutor).
 
-    python -m bench.approval [--reps 3] [--lines 2000]
+    python -m bench.approval [--reps 3] [--lines 2000] [--read-s 10]
 
 Needs the stack and its Airflow: scripts/stack up && scripts/stack airflow-up; eval
 "$(scripts/stack env)". Each repetition triggers the example DAG for a fresh day with *Ask
-for approval* on, waits until its approve task asks, reads the request for 10 s as a person
-would, approves it through the REST API (PATCH .../hitlDetails) and waits for the run to
+for approval* on, waits until its approve task asks, reads the request for 10 s (--read-s)
+as a person would, approves it through the REST API (PATCH .../hitlDetails) and waits for the run to
 end. The figure is the load's `approval_to_visible_s` (`python -m twophase show`): from
 the answer to the end of the commit, which covers Airflow resuming the approve task and
-scheduling vote, commit and their work. Prints each run's figure and their median.
+scheduling vote, commit and their work. Prints each run's figure and their median. The
+DAG is unpaused first (the stack's DAGs are paused at creation; a run of a paused DAG waits).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class Airflow:
             time.sleep(1)
 
 
-def one_run(airflow: Airflow, landing: Path, txlog: TransactionLog, lines: int) -> float:
+def one_run(airflow: Airflow, landing: Path, txlog: TransactionLog, lines: int, read_s: float) -> float:
     day = _fresh_day(txlog)
     generate(landing, day, lines, bad_share=0.0)
     run_id = f"bench_approval_{uuid.uuid4().hex[:8]}"
@@ -66,7 +67,7 @@ def one_run(airflow: Airflow, landing: Path, txlog: TransactionLog, lines: int) 
     task = f"{runs}/{run_id}/taskInstances/approve"
     airflow.wait(f"the approve task of {run_id} asking",
                  lambda: airflow.call("GET", task).json().get("state") == "awaiting_input")
-    time.sleep(10)  # a person reads the request first
+    time.sleep(read_s)  # a person reads the request first
     airflow.call("PATCH", f"{task}/-1/hitlDetails", json={"chosen_options": ["Approve"], "params_input": {}}
                  ).raise_for_status()
     airflow.wait(f"run {run_id} ending",
@@ -91,13 +92,18 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.approval", description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--lines", type=int, default=2000, help="input lines of each day")
+    parser.add_argument("--read-s", type=float, default=10.0, help="seconds a person reads the request before "
+                        "approving (default 10)")
     args = parser.parse_args(argv)
     conns = Connections.from_env()
     txlog, airflow = TransactionLog(conns.pg_dsn), Airflow()
+    unpaused = airflow.call("PATCH", f"/dags/{DAG_ID}", json={"is_paused": False})
+    unpaused.raise_for_status()
+    print(f"{DAG_ID} unpaused (its triggered runs wait while it is paused)", file=sys.stderr, flush=True)
     landing = Path(os.environ.get("ORDERS_DATA", ROOT / ".stack" / "data" / "orders")) / "landing"  # as the DAG's
     figures = []
     for rep in range(args.reps):
-        figures.append(one_run(airflow, landing, txlog, args.lines))
+        figures.append(one_run(airflow, landing, txlog, args.lines, args.read_s))
         print(f"run {rep + 1}: {figures[-1]:.1f} s from approval to visible", file=sys.stderr, flush=True)
     print(f"approval to visible data, {args.reps} runs of {args.lines} input lines: median "
           f"{statistics.median(figures):.1f} s (runs: {', '.join(f'{f:.1f}' for f in figures)})")

@@ -54,6 +54,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--shape", default="narrow", choices=SHAPES, help="narrow (default) or wide")
     parser.add_argument("--reps", type=int, default=3, help="repetitions of each release (default 3)")
     parser.add_argument("--note", default="", help="a line for the report (e.g. what else ran on the machine)")
+    parser.add_argument("--results", type=Path, default=RESULTS,
+                        help="the folder of the report (default bench/results; the tests' toy runs use their own)")
     args = parser.parse_args(argv)
     if args.reps < 1 or args.rows < 1:
         parser.error("--reps and --rows must be at least 1")
@@ -164,13 +166,13 @@ def main(argv: list[str]) -> None:
                   f"Spark JDBC tuned {seconds[R.JDBC_TUNED]:.2f} s", flush=True)
     meta.update(elapsed_min=(time.monotonic() - clock) / 60, load_end=machine.load_average())
     text = render(meta, labels, reps)
-    stamp = started.strftime("%Y%m%d-%H%M%S")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"compare-{stamp}.json").write_text(json.dumps({"meta": meta, "reps": reps}, indent=1))
-    (RESULTS / f"compare-{stamp}.md").write_text(text)
-    (RESULTS / "compare-latest.md").write_text(text)
+    stamp, results = started.strftime("%Y%m%d-%H%M%S"), args.results
+    results.mkdir(parents=True, exist_ok=True)
+    (results / f"compare-{stamp}.json").write_text(json.dumps({"meta": meta, "reps": reps}, indent=1))
+    (results / f"compare-{stamp}.md").write_text(text)
+    (results / "compare-latest.md").write_text(text)
     print(text)
-    print(f"bench/compare: report written to {RESULTS / f'compare-{stamp}.md'} and {RESULTS / 'compare-latest.md'}")
+    print(f"bench/compare: report written to {results / f'compare-{stamp}.md'} and {results / 'compare-latest.md'}")
 
 
 if __name__ == "__main__":

@@ -45,7 +45,8 @@ def job(spark, folder: str, day: date, rejects: str) -> int:
     import orders_daily_totals
 
     spec = types.SimpleNamespace(input={"path": folder, "date": day.isoformat(), "rejects": rejects})
-    return orders_daily_totals.build(spark, spec).df.count()
+    frames = orders_daily_totals.build(spark, spec).df  # {frame name: DataFrame}; "" is the per-customer one
+    return frames[""].count()
 
 
 def main(argv: list[str] | None = None) -> None:

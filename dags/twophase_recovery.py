@@ -3,7 +3,8 @@
 Presumed abort for loads with no decision past the deadline (param, default 120
 minutes); re-drives commit or rollback for decided ones; cleans orphaned prepared
 transactions and staging tables; deletes rejected lines kept in the quarantine longer
-than its retention (param, default 7 days). Safe to run while pipelines run.
+than its retention (param, default 7 days). The param pipeline limits all of it to one
+pipeline (default: every pipeline). Safe to run while pipelines run.
 """
 
 from __future__ import annotations
@@ -19,14 +20,17 @@ from airflow.sdk import Param, dag, task
      params={"deadline_minutes": Param(120, type="integer", minimum=1, title="Decision deadline (minutes)",
                                        description="Loads undecided for longer are presumed aborted."),
              "quarantine_days": Param(7, type="integer", minimum=1, title="Quarantine retention (days)",
-                                      description="Rejected lines kept longer are deleted from twophase.quarantine.")})
+                                      description="Rejected lines kept longer are deleted from twophase.quarantine."),
+             "pipeline": Param("", type="string", title="Only this pipeline",
+                               description="Empty: every pipeline. A name: only its loads, orphans and "
+                                           "quarantined lines.")})
 def twophase_recovery():
     @task(retries=1)
     def recover(params=None) -> None:
         from twophase_airflow.recover import recover_all
 
         recover_all(timedelta(minutes=params["deadline_minutes"]),
-                    quarantine_retention=timedelta(days=params["quarantine_days"]))
+                    quarantine_retention=timedelta(days=params["quarantine_days"]), pipeline=params["pipeline"] or None)
 
     recover()
 

@@ -77,10 +77,91 @@ def shared_catalog(tmp_path):
         os.environ["TWOPHASE_ICEBERG_CATALOG"] = stack
 
 
+# Tests that share one thing run on one worker, in turn (pytest-xdist's loadgroup cannot
+# group under pytest 9: it renames node ids, which pytest 9 no longer reads): the running
+# Airflow of tests/ui, the stack's cluster (tests marked `cluster`, started by their
+# `stack_cluster` fixture), the bench's own pipeline, schema and topics (tests/bench).
+CLUSTER_MODULES = ("tests/core/test_kafka_cluster_commit.py", "tests/pipeline/test_cluster_pipeline.py",
+                   "tests/stack/test_cluster_stack.py")
+
+
+def group_of(nodeid: str) -> str | None:
+    """The group a test runs in (None: alone in its own unit of work)."""
+    path = nodeid.split("::")[0]
+    if path.startswith("tests/ui/"):
+        return "ui"
+    if path.startswith("tests/bench/"):
+        return "bench"
+    if path in CLUSTER_MODULES or nodeid.endswith("[cluster]"):
+        return "cluster"
+    return None
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's scheduling by units of work, a unit per group (group_of) and per other test,
+    handed out in collection order (pytest_collection_modifyitems) to the worker that has
+    run out of work."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid) or nodeid
+
+    config.option.loadscopereorder = False
+    return GroupScheduling(config, log)
+
+
 def pytest_collection_modifyitems(items):
-    """The tests marked `cluster` run last, together, so the stack's cluster (started by
-    their `stack_cluster` fixture) is up only while they run: idle, it still takes CPU."""
-    items.sort(key=lambda item: item.get_closest_marker("cluster") is not None)
+    """The order work goes out in, longest first, so that no long test starts last while
+    the other workers idle: the UI tests (their waits are long and cost no CPU: the other
+    workers fill the cores meanwhile), the benchmarks' toy runs, the DAG runs of
+    tests/pipeline, the rest; the cluster tests last, so the cluster is up only while they
+    run (idle, it still takes CPU). Without xdist the order is the same."""
+    for item in items:
+        for kind in ("ui", "cluster"):
+            if item.get_closest_marker(kind) is not None and group_of(item.nodeid) != kind:
+                raise pytest.UsageError(f"{item.nodeid} is marked {kind} but runs outside the group {kind!r} of "
+                                        "tests/conftest.py's group_of: add its module there")
+
+    def rank(item) -> int:
+        group = group_of(item.nodeid)
+        if group == "cluster":
+            return 4
+        if item.get_closest_marker("ui") is not None:
+            return 0
+        return 1 if group == "bench" else 2 if item.nodeid.startswith("tests/pipeline/") else 3
+    items.sort(key=rank)
+
+
+@pytest.fixture(scope="session")
+def _run_locks(tmp_path_factory):
+    """The lock files the workers of one parallel run share (tests/parallel.py); None
+    when the tests run in one process."""
+    from parallel import Locks
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return None
+    return Locks(tmp_path_factory.getbasetemp().parent / "locks")  # basetemp: <run's folder>/popen-gwN
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_alone(request, _run_locks):
+    """A module marked `alone` (its module-scoped fixtures too) runs with no other test."""
+    if _run_locks is None or request.node.get_closest_marker("alone") is None:
+        yield False
+        return
+    with _run_locks.alone():
+        yield True
+
+
+@pytest.fixture(autouse=True)
+def _alone_or_together(request, _run_locks, _module_alone):
+    """Each test runs beside others, or alone when it is marked `alone`."""
+    if _run_locks is None or _module_alone:
+        yield
+        return
+    with (_run_locks.alone() if request.node.get_closest_marker("alone") else _run_locks.together()):
+        yield
 
 
 @pytest.fixture(scope="session")

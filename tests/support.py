@@ -58,9 +58,11 @@ def header(msg, name: str) -> str | None:
     return None
 
 
-def make_spec(target, run_id=None, mode="append", replace_where=None, pipeline="core_tests") -> LoadSpec:
-    """A load into the test's own table and topic; run_id defaults to one unique to the test."""
-    run_id = run_id or target["topic"]
+def make_spec(target, run_id=None, mode="append", replace_where=None, pipeline=None) -> LoadSpec:
+    """A load into the test's own table and topic; run_id and pipeline default to ones unique
+    to the test (tests run side by side: a recovery of one test's pipeline, an interval
+    busy in it or the pace of its earlier copies must never involve another's loads)."""
+    run_id, pipeline = run_id or target["topic"], pipeline or target["topic"]
     return LoadSpec(
         load_id=load_id_for(pipeline, run_id), pipeline=pipeline, run_id=run_id,
         targets=(PostgresTarget(target["table"], mode, replace_where or {}),
@@ -139,9 +141,11 @@ ICEBERG_COLUMNS = {"customer_id": "string", "day": "date", "orders": "int", "rev
                    "note": "string"}
 
 
-def many_spec(many: dict, run_id: str, pipeline: str = "core_tests") -> LoadSpec:
+def many_spec(many: dict, run_id: str, pipeline: str | None = None) -> LoadSpec:
     """Three tables over two databases (the summary one fed by the frame "summary"), two
-    topics and an Iceberg table: the targets of the `many` fixture (tests/core/conftest.py)."""
+    topics and an Iceberg table: the targets of the `many` fixture (tests/core/conftest.py);
+    the pipeline defaults to one of the test's own (its topic's name)."""
+    pipeline = pipeline or many["topic"]
     return LoadSpec(
         load_id=load_id_for(pipeline, run_id), pipeline=pipeline, run_id=run_id,
         targets=(PostgresTarget(many["orders"]), PostgresTarget(many["summary"], frame="summary"),

@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     show.add_argument("--audit", action="store_true", help="its audit report as JSON (twophase/audit/report.schema.json)")
     sub.add_parser("migrate", help="create or upgrade the log's schema (as its owner: docs/clusters.md)")
     rec = sub.add_parser("recover", help="resolve in-doubt loads and clean orphans")
-    rec.add_argument("--pipeline", help="resolve only this pipeline's loads (orphans are swept for all)")
+    rec.add_argument("--pipeline", help="resolve only this pipeline's loads; sweep only its orphans and quarantined lines")
     rec.add_argument("--deadline-minutes", type=float, default=recovery.DEFAULT_DEADLINE.total_seconds() / 60,
                      help="presume abort for undecided loads older than this")
     rec.add_argument("--quarantine-days", type=float, default=quarantine.DEFAULT_RETENTION.days,

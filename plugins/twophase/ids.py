@@ -29,6 +29,14 @@ def load_id_for(pipeline: str, run_id: str) -> str:
     return f"{pipeline}.{readable}.{digest(pipeline + chr(0) + run_id, 10)}"
 
 
+def of_pipeline(load_id: str | None, pipeline: str | None) -> bool:
+    """Whether the load id was derived for `pipeline` (any load when pipeline is None): ids
+    begin with the pipeline's name and a dot. Recovery of one pipeline sweeps only its own
+    orphans with it (a pipeline named like another's prefix, `a` beside `a.b`, also claims
+    the other's orphans: orphans of unknown loads, which either may discard)."""
+    return pipeline is None or (load_id or "").startswith(pipeline + ".")
+
+
 def attempt_tag(attempt: int) -> str:
     """What names of a prepare attempt's staging add to the load's: nothing for the first
     attempt (the names loads had before attempts were fenced), `a<n>` for a retry."""

@@ -214,10 +214,12 @@ class Participant(ABC):
         return None
 
     @classmethod
-    def sweep(cls, endpoint: str, state_of: Callable[[set[str]], Mapping[str, Any]]) -> list[Swept]:
+    def sweep(cls, endpoint: str, state_of: Callable[[set[str]], Mapping[str, Any]],
+              pipeline: str | None = None) -> list[Swept]:
         """Recovery, on one server of this kind (`endpoint`: its DSN, bootstrap servers...):
         find staging of loads that ended or that the log does not know (`state_of(load_ids)`
-        -> {load_id: State}, unknown ones absent) and discard it. Idempotent."""
+        -> {load_id: State}, unknown ones absent) and discard it; with `pipeline`, only the
+        staging of that pipeline's loads (ids.of_pipeline), never another's. Idempotent."""
         return []
 
 

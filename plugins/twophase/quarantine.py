@@ -89,10 +89,16 @@ def kept(dsn: str, load_id: str, limit: int | None = None) -> list[Kept]:
         return [Kept(*row) for row in cur.fetchall()]
 
 
-def sweep(dsn: str, older_than: timedelta = DEFAULT_RETENTION) -> int:
-    """Delete entries kept longer ago than `older_than`; returns how many."""
+def sweep(dsn: str, older_than: timedelta = DEFAULT_RETENTION, pipeline: str | None = None) -> int:
+    """Delete entries kept longer ago than `older_than` (only those of `pipeline`'s loads,
+    whose ids begin with its name and a dot, when given); returns how many."""
     with _cursor(dsn) as cur:
-        cur.execute("delete from twophase.quarantine where kept_at < now() - %s", (older_than,))
+        if pipeline is None:
+            cur.execute("delete from twophase.quarantine where kept_at < now() - %s", (older_than,))
+        else:
+            prefix = pipeline + "."
+            cur.execute("delete from twophase.quarantine where kept_at < now() - %s and left(load_id, %s) = %s",
+                        (older_than, len(prefix), prefix))
         return cur.rowcount
 
 

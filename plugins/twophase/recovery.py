@@ -6,9 +6,10 @@
   answer or from the end of the wait for one (twophase.approval).
 - COMMITTING: re-drive commit (decided means done). ABORTING: re-drive rollback.
 - Orphans: each kind of participant sweeps its servers for staging of loads that are
-  unknown or already finished (Postgres: prepared transactions, staging tables).
+  unknown or already finished (Postgres: prepared transactions, staging tables); recovery
+  of one pipeline sweeps only the staging of its own loads (their ids begin with its name).
 - The quarantine's retention: rejected lines kept longer than `quarantine_retention`
-  (default 7 days) are deleted.
+  (default 7 days) are deleted (only the pipeline's, when one is given).
 Every step is idempotent, so recovery may run while pipelines run, and run again.
 A server that is down leaves its loads as "retry later" (one line naming it); with the
 log's own Postgres down, recover raises PostgresUnreachable (one line) instead.
@@ -41,13 +42,13 @@ class Action:
 def recover(log: TransactionLog, conns: Connections, deadline: timedelta = DEFAULT_DEADLINE,
             now: datetime | None = None, pipeline: str | None = None,
             quarantine_retention: timedelta = quarantine.DEFAULT_RETENTION) -> list[Action]:
-    """Resolve the unresolved loads (of `pipeline` only, when given), then sweep orphans
-    and the quarantine's old entries."""
+    """Resolve the unresolved loads, then sweep orphans (both of `pipeline` only, when
+    given) and the quarantine's old entries."""
     log.ensure_schema()  # the log's server down: PostgresUnreachable (the log maps its own errors)
     now = now or datetime.now(timezone.utc)
     actions = [_resolve(log, conns, load, deadline, now) for load in log.unresolved(pipeline)]
-    actions += _clean_orphans(log, conns)
-    deleted = quarantine.sweep(conns.pg_dsn, quarantine_retention)  # the log's database
+    actions += _clean_orphans(log, conns, pipeline)
+    deleted = quarantine.sweep(conns.pg_dsn, quarantine_retention, pipeline)  # the log's database
     if deleted:
         actions.append(Action("quarantine", "retention sweep",
                               f"deleted {deleted} rejected lines kept more than {quarantine_retention.days} days"))
@@ -77,8 +78,8 @@ def _resolve(log, conns, load, deadline, now) -> Action:
         return Action(lid, "left to its pipeline", f"it changed while recovery looked at it: {exc}")
 
 
-def _clean_orphans(log: TransactionLog, conns: Connections) -> list[Action]:
-    swept = conns.sweep(log.states_of)
+def _clean_orphans(log: TransactionLog, conns: Connections, pipeline: str | None) -> list[Action]:
+    swept = conns.sweep(log.states_of, pipeline)
     return [Action(x.load_id, x.action, x.detail) for x in swept]
 
 

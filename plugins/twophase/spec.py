@@ -211,11 +211,12 @@ class Connections:
 
         return participants_of(spec, self, attempt)
 
-    def sweep(self, state_of) -> list:
-        """Every kind's orphans on these servers, discarded (recovery); [Swept]."""
+    def sweep(self, state_of, pipeline: str | None = None) -> list:
+        """Every kind's orphans on these servers (only `pipeline`'s, when given), discarded
+        (recovery); [Swept]."""
         from .participants import sweep_all
 
-        return sweep_all(self, state_of)
+        return sweep_all(self, state_of, pipeline)
 
     def __repr__(self) -> str:  # never print a DSN: it holds a password
         iceberg = ", iceberg=<catalog>" if self.iceberg_catalog else ""

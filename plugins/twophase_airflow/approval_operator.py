@@ -48,8 +48,8 @@ class LoadApprovalOperator(ApprovalOperator):
             return None
         lid, _, txlog = the_load(self.load, self.pipeline, context)
         with airflow_outcome("approval", lid):
-            load = coordinator.ask_approval(txlog, lid, timedelta(minutes=int(params.get("approval_timeout_minutes",
-                                                                                          60))))
+            load = coordinator.ask_approval(txlog, lid, timedelta(minutes=float(params.get("approval_timeout_minutes",
+                                                                                            60))))
         if load is None:
             log.info("nothing to approve: load %s is not waiting for a decision; the vote aborts it", lid)
             return None

@@ -48,7 +48,7 @@ from .prepare_operator import TwoPhasePrepareOperator
 
 
 def load_params(min_rows: int = 1, max_rejected_share: float = 0.05, mode: str = "append",
-                max_skipped_files: int = 0, approval_timeout_minutes: int = 60) -> dict[str, Param]:
+                max_skipped_files: int = 0, approval_timeout_minutes: float = 60) -> dict[str, Param]:
     """The trigger form every two-phase load understands: the day, the gates, the mode.
 
     These are also the only trigger (conf) keys begin accepts: it refuses any other key,
@@ -77,10 +77,11 @@ def load_params(min_rows: int = 1, max_rejected_share: float = 0.05, mode: str =
         "approval": Param(False, type="boolean", title="Ask for approval",
                           description="A person approves or rejects the audited load (the approve task's "
                                       "Required Actions) before the vote; nothing is held on the targets meanwhile."),
-        "approval_timeout_minutes": Param(approval_timeout_minutes, type="integer", minimum=1, maximum=7 * 24 * 60,
+        "approval_timeout_minutes": Param(approval_timeout_minutes, type="number", minimum=0.1, maximum=7 * 24 * 60,
                                           title="Approval timeout (minutes)",
                                           description="With approval on: no answer within this time rejects "
-                                                      "the load (it is rolled back)."),
+                                                      "the load (it is rolled back). Fractions count: 0.5 is "
+                                                      "30 seconds."),
     }
 
 

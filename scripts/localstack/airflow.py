@@ -1,12 +1,14 @@
 """Airflow's home for the local stack: its settings, connections and metadata database.
 
-The metadata database is `airflow` in the stack's Postgres (not the pipeline's database).
+The metadata database is `airflow` in the stack's Postgres (not the pipeline's database),
+or the one TWOPHASE_AIRFLOW_DB names (settings.airflow_db).
 Connections come from the environment (AIRFLOW_CONN_*), never from the metadata DB.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import psycopg2
@@ -15,7 +17,7 @@ from . import postgres, secrets
 from .proc import StackError
 from .settings import (AIRFLOW_DB, CONN_ICEBERG, CONN_KAFKA, CONN_POSTGRES, CONN_REPORTING, CONN_SPARK,
                        ICEBERG_CATALOG_NAME, ICEBERG_DB, PIPELINE_DB, PIPELINE_ROLE, REPORTING_DB, ROOT, Ports,
-                       stack_dir, venv_bin)
+                       airflow_db, stack_dir, venv_bin)
 
 
 def home():
@@ -46,9 +48,10 @@ def environment() -> dict[str, str]:
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+        # A DAG runs on its schedule only once a person unpauses it (the README says how).
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": (
-            f"postgresql+psycopg2://{PIPELINE_ROLE}:{password}@127.0.0.1:{ports.postgres}/{AIRFLOW_DB}"
+            f"postgresql+psycopg2://{PIPELINE_ROLE}:{password}@127.0.0.1:{ports.postgres}/{airflow_db()}"
         ),
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.load()["airflow_jwt_secret"],
         f"AIRFLOW_CONN_{CONN_POSTGRES.upper()}": json.dumps({
@@ -70,7 +73,7 @@ def environment() -> dict[str, str]:
         # The prepare operator takes the executors' Python from the Spark connection's extra
         # (here: local mode, this host's venv), never from PYSPARK_PYTHON below.
         f"AIRFLOW_CONN_{CONN_SPARK.upper()}": json.dumps({
-            "conn_type": "spark", "host": "local[*]", "extra": {"spark.pyspark.python": venv_python},
+            "conn_type": "spark", "host": "local[*]", "extra": {"spark.pyspark.python": venv_python, **_driver_java()},
         }),
         # For Spark sessions started in-process and spark-submits run by hand (tests, scripts):
         # their Python workers must use the project's interpreter (pyarrow, psycopg2, ...).
@@ -81,12 +84,25 @@ def environment() -> dict[str, str]:
     }
 
 
+def _driver_java() -> dict[str, str]:
+    """The Spark driver's JVM options, when TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS sets them
+    (scripts/test does: options that make a short-lived JVM start on less CPU)."""
+    options = os.environ.get("TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS")
+    return {"spark.driver.extraJavaOptions": options} if options else {}
+
+
+def _stamp(version: str):
+    """The file that says the metadata database was migrated for this Airflow version."""
+    db = airflow_db()
+    return home() / (f".migrated-{version}" if db == AIRFLOW_DB else f".migrated-{db}-{version}")
+
+
 def _migrated(version: str) -> bool:
-    stamp = home() / f".migrated-{version}"
+    stamp = _stamp(version)
     if not stamp.exists():
         return False
     try:
-        with psycopg2.connect(postgres.dsn(db=AIRFLOW_DB), connect_timeout=3) as conn, conn.cursor() as cur:
+        with psycopg2.connect(postgres.dsn(db=airflow_db()), connect_timeout=3) as conn, conn.cursor() as cur:
             cur.execute("select to_regclass('alembic_version') is not null")
             return bool(cur.fetchone()[0])
     except psycopg2.Error:
@@ -105,7 +121,7 @@ def up(env: dict[str, str]) -> None:
     proc = subprocess.run([airflow_bin, "db", "migrate"], env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise StackError(f"airflow db migrate failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
-    (home() / f".migrated-{airflow.__version__}").touch()
+    _stamp(airflow.__version__).touch()
 
 
 def status() -> str:

@@ -1,7 +1,8 @@
 """Airflow as a user runs it: api-server (the UI), scheduler, dag-processor, triggerer.
 
-LocalExecutor, the metadata database `airflow` of the stack's Postgres, the project's DAGs
-(unpaused at creation), and one local login: user `admin`, with the password generated
+LocalExecutor, the metadata database `airflow` of the stack's Postgres (or the one
+TWOPHASE_AIRFLOW_DB names), the project's DAGs (paused at creation, until a person
+unpauses them), and one local login: user `admin`, with the password generated
 for this checkout in the stack's secrets. `up` waits until the api-server answers and
 reports the scheduler, dag-processor and triggerer healthy; `down` stops only these.
 """

@@ -20,8 +20,8 @@ import psycopg2
 
 from . import secrets
 from .proc import StackError, run, wait_until
-from .settings import (AIRFLOW_DB, BASELINE_DB, ICEBERG_DB, PIPELINE_DB, PIPELINE_ROLE, POSTGRES_SERVER_SETTINGS,
-                       REPORTING_DB, Ports, stack_dir)
+from .settings import (BASELINE_DB, ICEBERG_DB, PIPELINE_DB, PIPELINE_ROLE, POSTGRES_SERVER_SETTINGS,
+                       REPORTING_DB, Ports, airflow_db, stack_dir)
 
 
 def home() -> Path:
@@ -164,7 +164,7 @@ def _ensure_role_and_databases() -> None:
     exists = _admin(f"select 1 from pg_roles where rolname = '{PIPELINE_ROLE}'")
     verb = "alter" if exists else "create"
     _admin(f"{verb} role {PIPELINE_ROLE} login password '{password}'")
-    for db in (PIPELINE_DB, REPORTING_DB, BASELINE_DB, ICEBERG_DB, AIRFLOW_DB):
+    for db in (PIPELINE_DB, REPORTING_DB, BASELINE_DB, ICEBERG_DB, airflow_db()):
         if not _admin(f"select 1 from pg_database where datname = '{db}'"):
             _admin(f"create database {db} owner {PIPELINE_ROLE}")
 

@@ -11,6 +11,7 @@ tests/test_docker_compose.py checks that docker-compose.yml uses the same values
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +58,18 @@ CONN_ICEBERG = "twophase_iceberg"
 ICEBERG_CATALOG_NAME = "twophase"
 PIPELINE_ROLE = "twophase"
 AIRFLOW_DB = "airflow"
+
+
+def airflow_db() -> str:
+    """Airflow's metadata database: AIRFLOW_DB, or the one TWOPHASE_AIRFLOW_DB names. The
+    tests' running Airflow has one of its own (tests/ui/conftest.py): its scheduler then
+    never sees, and never runs tasks of, the runs `airflow dags test` makes meanwhile."""
+    name = os.environ.get("TWOPHASE_AIRFLOW_DB") or AIRFLOW_DB
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", name):
+        from .proc import StackError
+
+        raise StackError(f"TWOPHASE_AIRFLOW_DB={name!r}: a database name of lower-case letters, digits and '_'")
+    return name
 
 
 @dataclass(frozen=True)

@@ -117,8 +117,8 @@ class Harness(ABC):
         transactions, locks), described. Default: nothing of the kind exists."""
         return []
 
-    def sweep(self, state_of: Callable[[set[str]], Mapping]) -> list[Swept]:
-        return self.participant_class.sweep(self.endpoint, state_of)
+    def sweep(self, state_of: Callable[[set[str]], Mapping], pipeline: str | None = None) -> list[Swept]:
+        return self.participant_class.sweep(self.endpoint, state_of, pipeline)
 
     def prepare(self, p: Participant, staged: Staged, expected: Mapping[str, int] | None = None) -> Vote:
         return p.prepare(staged.marks, staged.reports, dict(expected if expected is not None else staged.expected))

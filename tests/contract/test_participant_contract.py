@@ -296,6 +296,26 @@ def test_orphans_of_a_crashed_load_are_found_and_swept(harness, crash_after, log
     assert h.seen(bystander) == h.all_rows(h.participant(bystander))
 
 
+def test_a_sweep_for_one_pipeline_leaves_every_other_pipelines_orphans(harness):
+    """Recovery of one pipeline (`recover --pipeline`) sweeps only that pipeline's orphans:
+    a crashed load of pipeline `contract` the log does not know is left whole by a sweep
+    for another pipeline, and discarded by one for its own."""
+    h = harness
+    lid = h.load_id()
+    p = h.participant(lid)
+    assert h.prepare(p, h.stage(p)).yes
+    del p  # the crash
+    left = h.leftovers(lid)
+    unknown = lambda load_ids: {}  # noqa: E731 (the log knows none of them)
+
+    assert [s for s in h.sweep(unknown, pipeline="contract_other") if s.load_id == lid] == []
+    assert [s for s in h.sweep(unknown, pipeline="contrac") if s.load_id == lid] == [], "a prefix is not a pipeline"
+    assert h.leftovers(lid) == left
+    mine = [s for s in h.sweep(unknown, pipeline=lid.split(".")[0]) if s.load_id == lid]
+    assert bool(mine) == h.sweeps_staging and h.leftovers(lid) == []
+    assert_nothing_visible(h, lid)
+
+
 # 7 -------------------------------------------------------------------------------------------
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from spark_session import java_options
 from support import REPORTING, many_frames, many_spec
 from twophase import coordinator
 from twophase.log import TransactionLog
@@ -26,7 +27,7 @@ from twophase.voting import MinRows
 
 many, run_id, rows, min_rows = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 master = os.environ.get("TWOPHASE_TEST_SPARK_MASTER", "local[2, 4]")
-builder = SparkSession.builder.master(master).config("spark.ui.enabled", "false")
+builder = java_options(SparkSession.builder.master(master).config("spark.ui.enabled", "false"))
 if not master.startswith("local"):
     builder = (builder.config("spark.cores.max", "1").config("spark.executor.cores", "1")
                .config("spark.executor.memory", "1g"))

@@ -13,6 +13,7 @@ waiting for the JVM to end, leaves nothing to close at exit.
 from __future__ import annotations
 
 import gc
+import os
 
 import pytest
 
@@ -38,12 +39,19 @@ def stop_spark(session) -> None:
     gc.collect()
 
 
+def java_options(builder):
+    """The builder with the driver JVM's options of TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS, when
+    set (scripts/test sets them: a short-lived JVM's start on less CPU)."""
+    options = os.environ.get("TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS")
+    return builder.config("spark.driver.extraJavaOptions", options) if options else builder
+
+
 @pytest.fixture(scope="session")
 def spark():
     from pyspark.sql import SparkSession
 
     # local[2, 4]: two cores, and a failed task is retried (up to 4 attempts), as on a cluster.
-    session = (SparkSession.builder.master("local[2, 4]").appName("twophase-tests")
+    session = (java_options(SparkSession.builder.master("local[2, 4]").appName("twophase-tests"))
                .config("spark.sql.shuffle.partitions", "4").config("spark.ui.enabled", "false")
                .getOrCreate())
     yield session

@@ -24,7 +24,6 @@ from twophase.spec import Connections, IcebergTarget, LoadSpec, PostgresTarget
 from twophase.states import State
 
 DAY = "2026-11-20"
-PIPELINE = "core_tests"
 
 
 @pytest.fixture
@@ -47,7 +46,8 @@ def spec_for(lake: str, table: str | None, run_id: str, replace: bool = False) -
     targets = [IcebergTarget(lake, mode, where, columns=ICEBERG_COLUMNS, partition_by=("day",))]
     if table:
         targets.append(PostgresTarget(table, mode, where))
-    return LoadSpec(load_id=load_id_for(PIPELINE, run_id), pipeline=PIPELINE, run_id=run_id, targets=targets)
+    pipeline = lake.replace(".", "_")  # the test's own (recovery of it touches no other test's loads)
+    return LoadSpec(load_id=load_id_for(pipeline, run_id), pipeline=pipeline, run_id=run_id, targets=targets)
 
 
 def run(txlog, conns, spec, df) -> State:
@@ -155,7 +155,7 @@ def test_a_commit_whose_outcome_is_unknown_is_resolved_by_the_snapshot_log(spark
         "a file of a commit that may have landed was deleted"
     assert len(snapshots_of(lake, spec.load_id)) == (1 if landed else 0)
 
-    actions = recovery.recover(txlog, lake_conns, pipeline=PIPELINE)
+    actions = recovery.recover(txlog, lake_conns, pipeline=spec.pipeline)
     assert [a.action for a in actions if a.load_id == spec.load_id] == ["commit re-driven"]
     assert txlog.get(spec.load_id).state == State.COMMITTED
     [snapshot] = snapshots_of(lake, spec.load_id)

@@ -132,6 +132,7 @@ def _check(pipeline: str, listed: list[dict]) -> None:
     assert listed[1]["votes"]["postgres"]["summary"] == f"{_n(LOADS - 1)} staged for long_history.{pipeline}"
 
 
+@pytest.mark.alone  # a time budget: no other test's work on the same cores
 def test_status_json_of_2000_loads_answers_in_under_2_s(history):
     pipeline, written = history
     print(f"\nlong history: {LOADS:,} loads with their votes written in {written:.2f} s")
@@ -145,6 +146,7 @@ def test_status_json_of_2000_loads_answers_in_under_2_s(history):
     assert took < STATUS_BUDGET_S, f"status --json --limit {PAGE} took {took:.2f} s"
 
 
+@pytest.mark.alone  # a time budget: no other test's work on the same cores
 def test_the_pages_list_of_2000_loads_is_cheap(history, pg_dsn):
     from twophase_ui import queries
 
@@ -188,6 +190,7 @@ def test_summaries_cost_two_queries_whatever_the_page(history, pg_dsn, monkeypat
     assert per_page[1] == per_page[PAGE] <= 2, per_page  # the schema check, then the loads and their votes
 
 
+@pytest.mark.alone  # a time budget: no other test's work on the same cores
 def test_verify_of_2000_loads_is_well_under_a_minute(history, txlog, conns):
     """verify reads the targets (none exist for these loads: every committed one is a
     finding, each naming what is missing)."""
@@ -230,6 +233,7 @@ def flat_loads(pg_dsn):
         cur.execute(f"delete from twophase.loads where load_id in ({mine})")
 
 
+@pytest.mark.alone  # a time budget: no other test's work on the same cores
 def test_begin_stays_flat(history, txlog, flat_loads):
     """begin of the next hour after 50,000 logged loads costs what it costs with none."""
     pipeline, _ = history
@@ -245,6 +249,7 @@ def test_begin_stays_flat(history, txlog, flat_loads):
     assert with_history < FLAT * with_none + 0.01, (with_none, with_history)
 
 
+@pytest.mark.alone  # a time budget: no other test's work on the same cores
 def test_recover_stays_flat(history, txlog, conns, flat_loads):
     """recover of a pipeline with 50,000 finished loads (and one unresolved, younger than
     the deadline, which it leaves waiting) costs what recover of a pipeline with none costs."""

@@ -23,6 +23,13 @@ from support import count_table_rows
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture(autouse=True)
+def _kafka_patience(monkeypatch):
+    """A step gives up on a Kafka that does not answer after TWOPHASE_KAFKA_TIMEOUT_S (30 s
+    by default): a few seconds here, where nothing will answer, so the test waits seconds."""
+    monkeypatch.setenv("TWOPHASE_KAFKA_TIMEOUT_S", "5")
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

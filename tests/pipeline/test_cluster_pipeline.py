@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 
 import pytest
 
-from airflow_db import clear_queue
 from expected import expected_totals
 from orders_sample.generate import generate
-from support import localstack
+from support import ROOT, localstack
 from test_orders_pipeline import assert_exact_result, assert_verified, loads_of_day
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.usefixtures("stack_cluster")]
@@ -43,7 +44,6 @@ def test_the_example_dag_commits_on_the_spark_cluster(run_dag, orders_data, fres
     made = generate(orders_data / "landing", fresh_day, 5000, bad_share=0.02)
     master = localstack("spark_cluster")
     before = {a["id"] for a in master.master_state().get("completedapps", [])}
-    clear_queue()
     started = time.monotonic()
     run = run_dag({"date": fresh_day.isoformat(), "max_rejected_share": 0.05})
     print(f"the DAG run on the Spark cluster took {time.monotonic() - started:.1f} s")
@@ -61,3 +61,12 @@ def test_the_example_dag_commits_on_the_spark_cluster(run_dag, orders_data, fres
     ran = [a for a in master.master_state().get("completedapps", []) if a["id"] not in before]
     assert ran, "the Spark master ran no application for the DAG run: the prepare did not use the cluster"
     assert "spark://127.0.0.1" in run.task_log("prepare")
+
+
+def test_the_cluster_bench_runs_at_a_toy_size():
+    """bench/cluster.py (local Spark beside the stack's cluster) runs to its report, so it
+    cannot rot between the reports made with it; its figures are not checked here."""
+    proc = subprocess.run([sys.executable, "-m", "bench.cluster", "--lines", "2000", "--reps", "1"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    assert "| local |" in proc.stdout and "| cluster |" in proc.stdout, proc.stdout

@@ -23,7 +23,9 @@ def test_recovery_dag_presumes_abort_of_a_stale_undecided_load(run_dag, pg_dsn, 
         cur.execute("update twophase.loads set began_at = now() - interval '3 hours' where load_id = %s",
                     (spec.load_id,))
 
-    run = run_dag({"deadline_minutes": 120}, dag_id="twophase_recovery")
+    # Only the test's own pipeline: recovery of every pipeline would finish or sweep other
+    # tests' loads under them (they run beside this one).
+    run = run_dag({"deadline_minutes": 120, "pipeline": "recovery_dag_test"}, dag_id="twophase_recovery")
 
     assert run.state == "success", run.output[-3000:]
     load = log.get(spec.load_id)

@@ -3,6 +3,7 @@ then runs, task instances and human-in-the-loop answers."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import requests
@@ -19,6 +20,33 @@ class AirflowApi:
         resp = requests.request(method, f"{self.url}/api/v2{path}", headers=self.headers, timeout=30, **kwargs)
         assert resp.ok, f"{method} {path}: {resp.status_code} {resp.text}"
         return resp.json()
+
+    def unpause(self, dag_id: str, timeout: float = 180) -> None:
+        """Unpause the DAG once the dag-processor has registered it (DAGs are paused at
+        creation)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            resp = requests.patch(f"{self.url}/api/v2/dags/{dag_id}", headers=self.headers, timeout=30,
+                                  json={"is_paused": False})
+            if resp.ok:
+                assert resp.json()["is_paused"] is False, resp.text
+                return
+            assert resp.status_code == 404 and time.monotonic() < deadline, \
+                f"unpausing {dag_id}: {resp.status_code} {resp.text}"
+            time.sleep(2)
+
+    def runs(self, dag_id: str, run_type: str | None = None, since: str | None = None) -> list[dict]:
+        """The DAG's runs, oldest first: of one type, started at `since` (ISO) or later."""
+        query = {"order_by": "start_date", "limit": 100, **({"run_type": run_type} if run_type else {}),
+                 **({"start_date_gte": since} if since else {})}
+        return self._call("GET", f"/dags/{dag_id}/dagRuns", params=query)["dag_runs"]
+
+    def returned(self, dag_id: str, run_id: str, task_id: str):
+        """What the task returned (its XCom return_value), deserialized."""
+        entry = self._call("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value",
+                           params={"deserialize": True})
+        value = entry["value"]
+        return json.loads(value) if isinstance(value, str) else value
 
     def trigger(self, dag_id: str, run_id: str, conf: dict) -> None:
         self._call("POST", f"/dags/{dag_id}/dagRuns", json={"dag_run_id": run_id, "logical_date": None, "conf": conf})

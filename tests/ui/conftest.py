@@ -1,21 +1,40 @@
 """What the tests of the running Airflow share: the Airflow itself (api-server, scheduler,
-dag-processor, triggerer of `scripts/stack airflow-up`), started by the first test of a
-module that needs it when it was not up, and stopped after that module."""
+dag-processor, triggerer of `scripts/stack airflow-up`, with a metadata database of its own:
+running_airflow.py), started by the first test that needs it when it was not up, and
+stopped after the last test marked `ui` in a row (they run in a row on one worker:
+tests/conftest.py), so it starts once, not once per module."""
 
 from __future__ import annotations
 
 import pytest
 
+from running_airflow import airflow_env, unpause
 from support import stack
+
+_started_here = False  # this process started the running Airflow: it stops it too
 
 
 @pytest.fixture(scope="module")
 def airflow_ui():
-    """(url, user, password) of a running Airflow; started here if it was not up."""
+    """(url, user, password) of a running Airflow, orders_daily_totals unpaused; started
+    here if it was not up."""
+    global _started_here
     started = "UI up at" not in stack("status")
     if started:
-        stack("airflow-up")
+        stack("airflow-up", env=airflow_env())
+        _started_here = True
     url, _, user, _, password = stack("login").split()
+    unpause(url, user, password, just_started=started)
     yield url, user, password
-    if started:
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After the last `ui` test in a row (its fixtures torn down), stop the Airflow this
+    process started: idle, it still takes CPU from the tests that follow."""
+    result = yield
+    global _started_here
+    if _started_here and (nextitem is None or nextitem.get_closest_marker("ui") is None):
         stack("airflow-down")
+        _started_here = False
+    return result

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect
 
+from airflow_api import AirflowApi
 from orders_sample.generate import generate
 from support import fresh_day, orders_landing
 from twophase.ids import load_id_for
@@ -35,7 +36,9 @@ def page(airflow_ui):
     url, user, password = airflow_ui
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run"])
         page = browser.new_page(viewport={"width": 1500, "height": 1000})
         page.set_default_timeout(30_000)
         page.goto(f"{url}/")
@@ -45,6 +48,10 @@ def page(airflow_ui):
         page.click("button[type=submit]")
         page.wait_for_url(f"{url}/")
         page.base = url
+        # What the page will show is waited for through the REST API (as a person's script
+        # would), then the page is loaded once: every load of Airflow's UI costs seconds
+        # of CPU that the tests on the other workers need.
+        page.api = AirflowApi(url, user, password)
         yield page
         browser.close()
 
@@ -68,6 +75,8 @@ def trigger(page, run_id: str, params: dict[str, str | bool]) -> None:
 
 def wait_for_run(page, run_id: str, timeout: float = 600) -> str:
     """The run's state as the run page shows it, once it is no longer running."""
+    page.goto("about:blank")  # an open Airflow page polls and redraws meanwhile
+    page.api.wait_for_run(DAG_ID, run_id, timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         page.goto(f"{page.base}/dags/{DAG_ID}/runs/{run_id}")
@@ -102,6 +111,8 @@ def task_state(page, run_id: str, task_id: str) -> str:
 def answer_approval(page, run_id: str, answer: str, reads: str, timeout: float = 600) -> None:
     """Wait for the run's approve task to ask, read the request like a person (it says
     `reads`), answer."""
+    page.goto("about:blank")
+    page.api.wait_for_task(DAG_ID, run_id, "approve", {"awaiting_input"}, timeout)
     deadline = time.monotonic() + timeout
     button = page.get_by_test_id(f"hitl-option-{answer}")
     while True:

@@ -41,3 +41,21 @@ def test_gives_up_when_patience_runs_out():
     with pytest.raises(KafkaException):
         _patiently(call, patience_s=0.5)
     assert 1 < len(calls) < 100
+
+
+def test_the_timeout_is_a_setting_and_refuses_nonsense(monkeypatch):
+    from twophase.participants.kafka.client import TIMEOUT_ENV, request_timeout_s
+
+    monkeypatch.delenv(TIMEOUT_ENV, raising=False)
+    assert request_timeout_s() == 30
+    monkeypatch.setenv(TIMEOUT_ENV, "2.5")
+    assert request_timeout_s() == 2.5
+    call, calls = _failing([KafkaError.NOT_COORDINATOR] * 100)
+    monkeypatch.setenv(TIMEOUT_ENV, "0.25")  # patience: twice the timeout
+    with pytest.raises(KafkaException):
+        _patiently(call)
+    assert 1 < len(calls) < 100
+    for bad in ("0", "-1", "soon"):
+        monkeypatch.setenv(TIMEOUT_ENV, bad)
+        with pytest.raises(ValueError, match=f"{TIMEOUT_ENV}={bad!r}: a number of seconds above 0"):
+            request_timeout_s()

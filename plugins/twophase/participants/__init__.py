@@ -53,7 +53,8 @@ def commit_order(participants: list[Participant]) -> list[Participant]:
     return sorted(participants, key=lambda p: (not p.commit_may_fail, -p.commit_risk, p.name))
 
 
-def sweep_all(conns: Connections, state_of) -> list:
-    """Every kind's orphans on every server the connections know (recovery)."""
+def sweep_all(conns: Connections, state_of, pipeline: str | None = None) -> list:
+    """Every kind's orphans on every server the connections know (recovery); only
+    `pipeline`'s, when given."""
     return [swept for kind, cls in _kinds().items() for address in conns.addresses(kind)
-            for swept in cls.sweep(address, state_of)]
+            for swept in cls.sweep(address, state_of, pipeline)]

@@ -27,6 +27,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
+from .. import ids
 from ..errors import ServerUnreachable
 from ..outcome import Kind, Outcome
 from ..participant import Participant, PartitionWriter, Staging, Swept
@@ -357,20 +358,22 @@ class MemoryParticipant(Participant):
                     for lid in load_ids}
 
     @classmethod
-    def sweep(cls, endpoint: str, state_of: Callable[[set[str]], Mapping[str, Any]]) -> list[Swept]:
+    def sweep(cls, endpoint: str, state_of: Callable[[set[str]], Mapping[str, Any]],
+              pipeline: str | None = None) -> list[Swept]:
         """Prepared data of loads unknown, ABORTED or COMMITTED (a superseded attempt's) is
         discarded; staged rows of loads unknown or ended are dropped (a VIOLATED load's
-        prepared data is left for the operator)."""
+        prepared data is left for the operator). Only `pipeline`'s loads, when given."""
         store = MemoryStore.at(endpoint)
         with store.lock:
-            load_ids = {k[0] for k in store.staged} | {lid for _, lid, _ in store.prepared}
+            load_ids = {lid for lid in {k[0] for k in store.staged} | {lid for _, lid, _ in store.prepared}
+                        if ids.of_pipeline(lid, pipeline)}
             states = state_of(load_ids)
             swept = []
             for (name, lid, attempt) in list(store.prepared):
-                if states.get(lid) in (None, State.ABORTED, State.COMMITTED):
+                if lid in load_ids and states.get(lid) in (None, State.ABORTED, State.COMMITTED):
                     del store.prepared[(name, lid, attempt)]
                     swept.append(Swept(lid, "orphan prepared data discarded", f"{name}; load {states.get(lid)}"))
-            for lid in sorted({k[0] for k in store.staged}):
+            for lid in sorted({k[0] for k in store.staged} & load_ids):
                 if states.get(lid) is None or states[lid] in TERMINAL:
                     rows = 0
                     for key in [k for k in store.staged if k[0] == lid]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from ... import failpoints
+from ... import failpoints, ids
 from ...errors import ServerUnreachable, SpecError, Terminal, one_line, root_cause
 from ...outcome import Kind, Outcome
 from ...participant import Participant, Staging, Swept
@@ -309,11 +309,12 @@ class IcebergParticipant(Participant):
         return {lid: {self.target.name: found.get(lid, 0)} for lid in load_ids}
 
     @classmethod
-    def sweep(cls, catalog: str, state_of) -> list[Swept]:
+    def sweep(cls, catalog: str, state_of, pipeline: str | None = None) -> list[Swept]:
         """Every table of the catalog: staging directories of loads that are unknown or
         ABORTED are deleted, unless a snapshot of the table carries the load: then only
         the directories of the load's other prepare attempts (superseded ones) are, never
-        the committed attempt's (its files are the table's)."""
+        the committed attempt's (its files are the table's). Only `pipeline`'s loads, when
+        given."""
         from ...states import State
 
         swept = []
@@ -321,7 +322,8 @@ class IcebergParticipant(Participant):
         for namespace in cat.list_namespaces():
             for identifier in cat.list_tables(namespace):
                 table = cat.load_table(identifier)
-                loads = staging_dirs(table)
+                loads = {lid: attempts for lid, attempts in staging_dirs(table).items()
+                         if ids.of_pipeline(lid, pipeline)}
                 if not loads:
                     continue
                 states = state_of(set(loads))

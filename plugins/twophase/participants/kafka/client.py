@@ -4,6 +4,7 @@ closed here, and a broker that does not answer becomes KafkaUnreachable here."""
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 from contextlib import contextmanager
@@ -26,6 +27,22 @@ _PRODUCER_BASE = {"partitioner": "murmur2_random", "compression.type": "lz4", "l
 
 # The broker's default max.message.bytes (a topic's limit unless set on the topic).
 DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
+TIMEOUT_ENV = "TWOPHASE_KAFKA_TIMEOUT_S"
+
+
+def request_timeout_s() -> float:
+    """How long one request of a step waits for Kafka to answer before the step gives up
+    (a broker down: KafkaUnreachable, "retry later"): TWOPHASE_KAFKA_TIMEOUT_S, default 30
+    seconds. What waits on the cluster's own work (a transaction's start or end, a topic's
+    creation, retries of passing errors) waits twice as long."""
+    raw = os.environ.get(TIMEOUT_ENV, "30")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise ValueError(f"{TIMEOUT_ENV}={raw!r}: a number of seconds above 0")
+    return value
 
 
 class ConnectionLog:
@@ -140,7 +157,7 @@ def _connected(client):
     broker up: an idempotent or transactional producer asks for its producer id again after
     500 ms (about every other staging task and commit paid that), and the copy's consumer,
     after committed(), fetched its first records only after ~1 s."""
-    client.list_topics(timeout=30)
+    client.list_topics(timeout=request_timeout_s())
     return client
 
 
@@ -152,9 +169,10 @@ _PASSING = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
             KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE}
 
 
-def _patiently(call, patience_s: float = 60.0, also: frozenset = frozenset()):
-    """call(), retried with backoff while Kafka answers with a passing error (or one of `also`)."""
-    deadline, pause = time.monotonic() + patience_s, 0.2
+def _patiently(call, patience_s: float | None = None, also: frozenset = frozenset()):
+    """call(), retried with backoff while Kafka answers with a passing error (or one of
+    `also`), for at most `patience_s` (default: twice request_timeout_s())."""
+    deadline, pause = time.monotonic() + (2 * request_timeout_s() if patience_s is None else patience_s), 0.2
     while True:
         try:
             return call()
@@ -185,12 +203,12 @@ def topic_setting(bootstrap: str, topics: list[str], name: str) -> dict[str, int
 
 def _topic_setting(admin: AdminClient, topics: list[str], name: str) -> dict[str, int]:
     futures = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics],
-                                     request_timeout=30)
-    return {resource.name: int(future.result(60)[name].value) for resource, future in futures.items()}
+                                     request_timeout=request_timeout_s())
+    return {resource.name: int(future.result(2 * request_timeout_s())[name].value) for resource, future in futures.items()}
 
 
 def _create_missing(admin: AdminClient, target: KafkaTarget) -> None:
-    existing = admin.list_topics(timeout=30).topics
+    existing = admin.list_topics(timeout=request_timeout_s()).topics
     replicas = -1 if target.replication_factor is None else target.replication_factor  # -1: the broker's default
     wanted = [
         NewTopic(target.topic, target.partitions, replicas, config=dict(target.topic_config)),
@@ -199,9 +217,9 @@ def _create_missing(admin: AdminClient, target: KafkaTarget) -> None:
     missing = [t for t in wanted if t.topic not in existing]
     if not missing:
         return
-    for topic, future in admin.create_topics(missing, operation_timeout=30).items():
+    for topic, future in admin.create_topics(missing, operation_timeout=request_timeout_s()).items():
         try:
-            future.result(60)
+            future.result(2 * request_timeout_s())
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:  # created concurrently
                 raise

@@ -16,7 +16,7 @@ from ...participant import Participant, Staging
 from ...votes import Vote
 from .budget import over_budget
 from .client import (_PRODUCER_BASE, _connected, _patiently, _size_settings, ensure_topics, kafka_client,
-                     topic_setting)
+                     request_timeout_s, topic_setting)
 from .copy import _COPY_CONSUMER, _aborted, _copies, _copy, _copy_committed, _CopyTimedOut, _mark_aborted
 from .reader import count_topic_by_load
 from .target import KafkaTarget
@@ -92,10 +92,10 @@ class KafkaParticipant(Participant):
         """Staging partition -> its high watermark (the next offset to be written)."""
         with kafka_client(Consumer, self.bootstrap, **{"group.id": self.copy_id, "enable.auto.commit": False}) as consumer:
             def ends():
-                metadata = consumer.list_topics(topic, timeout=30).topics[topic]
+                metadata = consumer.list_topics(topic, timeout=request_timeout_s()).topics[topic]
                 if metadata.error is not None or not metadata.partitions:  # a new topic, not yet everywhere
                     raise KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE, f"{topic}: {metadata.error}"))
-                return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=request_timeout_s())[1]
                         for p in metadata.partitions}
             return _patiently(ends)
 
@@ -160,7 +160,7 @@ class KafkaParticipant(Participant):
             for copy in _copies(committable, count):
                 for partition, (first, last) in copy["ranges"].items():
                     low, high = consumer.get_watermark_offsets(
-                        TopicPartition(copy["staging_topic"], int(partition)), timeout=30)
+                        TopicPartition(copy["staging_topic"], int(partition)), timeout=request_timeout_s())
                     if low > first or high <= last:
                         return (f"staged records of {copy['staging_topic']}[{partition}] offsets {first}..{last} "
                                 f"are no longer all there (topic now holds {low}..{high - 1}): "
@@ -196,7 +196,7 @@ class KafkaParticipant(Participant):
         in_transaction = False
         try:
             try:
-                producer.init_transactions(60)  # fences and aborts a crashed earlier copy
+                producer.init_transactions(2 * request_timeout_s())  # fences and aborts a crashed earlier copy
             except KafkaException as exc:
                 if exc.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT:
                     return Outcome(self.name, Kind.FAILED, (
@@ -223,7 +223,7 @@ class KafkaParticipant(Participant):
                      f"(checksum {c['checksum']})" for c in copies
                      if copied[c["staging_topic"]] != (c["records"], c["checksum"])]
             if wrong:
-                producer.abort_transaction(60)
+                producer.abort_transaction(2 * request_timeout_s())
                 in_transaction = False
                 return Outcome(self.name, Kind.FAILED, "; ".join(wrong))
             offsets = [TopicPartition(c["staging_topic"], int(p), r[1] + 1) for c in copies for p, r in c["ranges"].items()]
@@ -233,14 +233,14 @@ class KafkaParticipant(Participant):
             failpoints.hit("kafka.copy_committed")
             return Outcome(self.name, Kind.DONE, counts={"records": sum(n for n, _ in copied.values()), "topic": topics})
         except _CopyTimedOut as exc:
-            producer.abort_transaction(60)
+            producer.abort_transaction(2 * request_timeout_s())
             in_transaction = False
             return Outcome(self.name, Kind.FAILED, self._timeout_advice(f"was too short: {exc}"))
         except KafkaException as exc:
             err = exc.args[0]
             if in_transaction and err.txn_requires_abort():
                 try:
-                    producer.abort_transaction(60)
+                    producer.abort_transaction(2 * request_timeout_s())
                 except KafkaException:
                     pass
             # The broker aborted the transaction because it outlived its timeout: for good.
@@ -256,7 +256,7 @@ class KafkaParticipant(Participant):
 
     def _target_missing(self) -> str:
         with kafka_client(AdminClient, self.bootstrap) as admin:
-            topics = admin.list_topics(timeout=30).topics
+            topics = admin.list_topics(timeout=request_timeout_s()).topics
         missing = [t.topic for t in self.topics if t.topic not in topics]
         if missing:
             return f"target topic {', '.join(missing)} does not exist (deleted after the vote?)"
@@ -280,7 +280,7 @@ class KafkaParticipant(Participant):
                  "transaction.timeout.ms": min(self.transaction_timeout_ms, _FENCE_TIMEOUT_MS)}
         try:
             with kafka_client(Producer, self.bootstrap, **fence) as producer:
-                _connected(producer).init_transactions(60)
+                _connected(producer).init_transactions(2 * request_timeout_s())
                 copies = _copies(vote.committable, vote.count) if vote else []
                 with kafka_client(Consumer, self.bootstrap, **{"group.id": self.copy_id,
                                                                "enable.auto.commit": False}) as consumer:

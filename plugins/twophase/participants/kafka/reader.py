@@ -9,7 +9,7 @@ from typing import Iterator
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from .client import kafka_client
+from .client import kafka_client, request_timeout_s
 from .writer import H_LOAD
 
 def count_topic_by_load(bootstrap: str, topic: str) -> Counter:
@@ -24,14 +24,14 @@ def count_topic_by_load(bootstrap: str, topic: str) -> Counter:
 def iter_topic(bootstrap: str, topic: str, isolation: str = "read_committed") -> Iterator:
     """Every record of the topic visible at this isolation level, up to its end now."""
     with kafka_client(AdminClient, bootstrap) as admin:
-        metadata = admin.list_topics(timeout=30)
+        metadata = admin.list_topics(timeout=request_timeout_s())
     if topic not in metadata.topics:
         return
     with kafka_client(Consumer, bootstrap, **{"group.id": f"twophase-verify-{uuid.uuid4().hex}",
                                               "isolation.level": isolation, "enable.auto.commit": False}) as consumer:
         ends = {}
         for p in metadata.topics[topic].partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=request_timeout_s())
             if high > low:
                 ends[p] = high
         consumer.assign([TopicPartition(topic, p, 0) for p in ends])

@@ -317,14 +317,15 @@ class PostgresParticipant(Participant):
         return seen
 
     @classmethod
-    def sweep(cls, dsn: str, state_of) -> list[Swept]:
+    def sweep(cls, dsn: str, state_of, pipeline: str | None = None) -> list[Swept]:
         """Prepared transactions (gid prefix `twophase:`) of loads that are unknown, ABORTED
         or COMMITTED are rolled back (a committed load's own was committed: any left is a
-        superseded attempt's); staging tables of loads unknown or ended are dropped."""
+        superseded attempt's); staging tables of loads unknown or ended are dropped. Only
+        `pipeline`'s loads, when given."""
         from ...states import TERMINAL, State
 
-        gids = prepared_gids(dsn)
-        tables = staging_tables(dsn)
+        gids = [g for g in prepared_gids(dsn) if ids.of_pipeline(ids.load_id_of_gid(g), pipeline)]
+        tables = {t: lid for t, lid in staging_tables(dsn).items() if ids.of_pipeline(lid, pipeline)}
         states = state_of({ids.load_id_of_gid(g) for g in gids} | set(tables.values()))
         swept = []
         for gid in gids:

@@ -1,0 +1,71 @@
+"""Every benchmark entry point runs to its report at a toy size, so none can rot between
+the reports made with it (bench/README.md). The figures of a toy run mean nothing and are
+not checked; that each entry point still runs end to end on the real stack, and produces
+its report, is. (The approval bench runs with the UI tests, tests/ui/test_bench_approval.py;
+the cluster bench with the cluster's, tests/pipeline/test_cluster_pipeline.py.)
+
+The runs share the bench's own pipeline, schema and topics (`bench`), so they run one at a
+time on one worker (tests/conftest.py, group_of). The exposure bench runs the example DAG of
+an earlier release through `airflow dags test`, which registers that release's DAG in the
+metadata database: it gets one of its own (BENCH_AIRFLOW_DB, made and migrated by
+`scripts/stack up` with TWOPHASE_AIRFLOW_DB), so the DAG runs of other tests meanwhile keep
+this release's.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from support import ROOT, stack
+
+pytestmark = pytest.mark.slow
+EXPOSURE_BASELINE = "360c324"  # bench/exposure.py's default baseline
+
+
+BENCH_AIRFLOW_DB = "airflow_bench"
+
+
+def bench(*args: str, timeout: float = 900, env: dict | None = None) -> str:
+    """`python -m <args>` from the checkout, as a person runs it; its standard output."""
+    proc = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env=env)
+    assert proc.returncode == 0, f"python -m {' '.join(args)} failed ({proc.returncode}):\n" \
+                                 f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    return proc.stdout
+
+
+def test_the_main_bench(tmp_path):
+    out = bench("bench", "--sizes", "3000", "--reps", "1", "--results", str(tmp_path))
+    assert f"report written to {tmp_path}" in out, out
+    report = (tmp_path / "latest.md").read_text()
+    for shape in ("narrow", "wide"):
+        assert f"### `{shape}`, 3,000 rows" in report, report[:3000]
+    for contender in ("| peer: Spark JDBC writer, default options |", "| atomic: prepare |",
+                      "| limit: COPY FROM STDIN", "| limit: Kafka ProducerPerformance", "| Iceberg: staging pass"):
+        assert contender in report, f"{contender} missing:\n{report[:5000]}"
+
+
+def test_the_comparison_of_two_releases(tmp_path):
+    # The exposure bench's baseline too: both keep that release's log in twophase_baseline,
+    # which a newer release would migrate past what the older one reads.
+    out = bench("bench.compare", EXPOSURE_BASELINE, "--rows", "3000", "--reps", "1", "--results", str(tmp_path))
+    report = (tmp_path / "compare-latest.md").read_text()
+    assert "| atomic load (begin to commit) |" in report and report in out, report
+
+
+def test_the_example_jobs_validation():
+    out = bench("bench.validation", "--lines", "3000", "--reps", "1")
+    assert "| 3,000 |" in out and "lines/s" in out, out
+
+
+def test_the_exposure_window_before_and_after():
+    own = {**os.environ, "TWOPHASE_AIRFLOW_DB": BENCH_AIRFLOW_DB}
+    stack("up", env=own)  # makes and migrates the database (once)
+    conn = os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    own["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"{conn.rsplit('/', 1)[0]}/{BENCH_AIRFLOW_DB}"
+    out = bench("bench.exposure", "--lines", "3000", "--customers", "1000", "--reps", "1", env=own)
+    assert "| baseline |" in out and "| now |" in out, out

@@ -1,0 +1,41 @@
+"""The tests' running Airflow (tests/ui/conftest.py starts it): its own metadata database
+and the DAGs its tests unpause.
+
+Its metadata lives in a database of its own (TEST_DB, through TWOPHASE_AIRFLOW_DB), not in
+the stack's `airflow`: the tests that run `airflow dags test` meanwhile on other workers
+(tests/pipeline) write their runs to `airflow`, and a scheduler that saw them would run
+their tasks a second time. Its DAGs are paused at creation, as the stack's are; each module
+unpauses those it runs (UNPAUSED by default), never twophase_recovery, which would recover
+other tests' loads under them (tests/ui/test_scheduling.py runs alone and unpauses it).
+"""
+
+from __future__ import annotations
+
+import os
+
+from airflow_api import AirflowApi
+
+TEST_DB = "airflow_ui_tests"
+UNPAUSED = ("orders_daily_totals",)
+
+
+def airflow_env(**extra: str) -> dict[str, str]:
+    """The environment `scripts/stack airflow-up` starts the tests' Airflow with. Its DAG
+    files do not change while it runs: the dag-processor parses each once at the start,
+    not every 30 s (each parse is a fresh Python that imports Airflow: CPU the other
+    workers' tests need)."""
+    return {**os.environ, "TWOPHASE_AIRFLOW_DB": TEST_DB,
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600", **extra}
+
+
+def unpause(url: str, user: str, password: str, dag_ids=UNPAUSED, just_started: bool = False) -> AirflowApi:
+    """Unpause the DAGs (once the dag-processor registered them); the API, logged in. When
+    Airflow was just started, the runs an interrupted earlier test run left queued or
+    running in TEST_DB are failed first: one run at a time, they would hold up this run's."""
+    api = AirflowApi(url, user, password)
+    for dag_id in dag_ids:
+        api.unpause(dag_id)
+        for run in api.runs(dag_id) if just_started else []:
+            if run["state"] in ("queued", "running"):
+                api.fail_run(dag_id, run["dag_run_id"])
+    return api
