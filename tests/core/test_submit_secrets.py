@@ -114,7 +114,7 @@ def test_no_secret_leaves_the_connections_file_and_the_job_still_reaches_the_ser
     load = LoadConfig(targets=[Table(target["table"]), Topic(target["topic"], key_column="customer_id")],
                       describe_input=lambda interval, params, load_id: {})
     operator = TwoPhasePrepareOperator(  # conf: two_phase_load's spark_conf, over the connection's extra
-        task_id="prepare", load=load, pipeline="core_tests", application=str(JOB), name="twophase-secrets-test",
+        task_id="prepare", load=load, pipeline=spec.pipeline, application=str(JOB), name="twophase-secrets-test",
         conf={"spark.pyspark.python": str(executor_python(tmp_path)), "spark.eventLog.enabled": "true",
               "spark.eventLog.dir": events.as_uri(), "spark.eventLog.compress": "false",  # searchable text
               "spark.ui.enabled": "false"})

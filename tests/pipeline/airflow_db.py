@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 
 DOWNSTREAM = "customer_totals_downstream"
 
@@ -30,8 +30,13 @@ def queued_assets(dag_id: str = DOWNSTREAM) -> set[str]:
 
 
 def clear_queue(dag_id: str = DOWNSTREAM) -> None:
+    """Empty dag_id's asset queue and unpause it: Airflow queues asset events only for a DAG
+    that is not paused, and the stack's DAGs are paused at creation (run_dag registers new
+    ones unpaused)."""
     from airflow.models.asset import AssetDagRunQueue
+    from airflow.models.dag import DagModel
     from airflow.utils.session import create_session
 
     with create_session() as session:
         session.execute(delete(AssetDagRunQueue).where(AssetDagRunQueue.target_dag_id == dag_id))
+        session.execute(update(DagModel).where(DagModel.dag_id == dag_id).values(is_paused=False))

@@ -44,7 +44,9 @@ def orders_data(tmp_path) -> Path:
 @pytest.fixture
 def run_dag(orders_data):
     def run(conf: dict, dag_id: str = DAG_ID) -> DagRun:
-        env = {**os.environ, "ORDERS_DATA": str(orders_data)}
+        # DAGs this run registers are unpaused, as the assets tests need the downstream DAG
+        # (Airflow queues asset events only for a DAG that is not paused; airflow_db.clear_queue).
+        env = {**os.environ, "ORDERS_DATA": str(orders_data), "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False"}
         airflow = Path(sys.executable).parent / "airflow"
         proc = subprocess.run([str(airflow), "dags", "test", dag_id, "-c", json.dumps(conf)],
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
