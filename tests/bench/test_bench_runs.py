@@ -20,7 +20,7 @@ import sys
 
 import pytest
 
-from support import ROOT, stack
+from support import ROOT, localstack, stack
 
 pytestmark = pytest.mark.slow
 EXPOSURE_BASELINE = "360c324"  # bench/exposure.py's default baseline
@@ -62,10 +62,9 @@ def test_the_example_jobs_validation():
     assert "| 3,000 |" in out and "lines/s" in out, out
 
 
-def test_the_exposure_window_before_and_after():
-    own = {**os.environ, "TWOPHASE_AIRFLOW_DB": BENCH_AIRFLOW_DB}
-    stack("up", env=own)  # makes and migrates the database (once)
-    conn = os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
-    own["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"{conn.rsplit('/', 1)[0]}/{BENCH_AIRFLOW_DB}"
+def test_the_exposure_window_before_and_after(monkeypatch):
+    monkeypatch.setenv("TWOPHASE_AIRFLOW_DB", BENCH_AIRFLOW_DB)
+    stack("up", env=dict(os.environ))  # makes and migrates the database (once)
+    own = {**os.environ, **localstack("airflow").environment()}  # what `scripts/stack env` prints for it
     out = bench("bench.exposure", "--lines", "3000", "--customers", "1000", "--reps", "1", env=own)
     assert "| baseline |" in out and "| now |" in out, out
