@@ -1,4 +1,4 @@
-"""scripts/stack up|down|status|env|reset: the local stack's command line."""
+"""scripts/stack up|down|status|env|reset|...: the local stack's command line (USAGE)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,18 @@ import os
 import shlex
 import sys
 
-from . import airflow, airflow_services, browser, cluster, iceberg_sql, kafka, postgres
+from . import airflow, airflow_services, browser, cluster, iceberg_sql, kafka, postgres, spark_classes
 from .proc import StackError
 from .settings import venv_bin
 
-USAGE = """usage: scripts/stack up|down|status|env|reset|airflow-up|airflow-down|login|iceberg-sql|cluster
+USAGE = """usage: scripts/stack up|down|status|env|reset|airflow-up|airflow-down|login|browser|spark-classes|iceberg-sql|cluster
   up      start Postgres and Kafka, migrate Airflow's DB; idempotent, waits until each answers
   airflow-up    also start Airflow's UI: api-server, scheduler, dag-processor, triggerer
   airflow-down  stop only those
   login   print the UI's address and local login
   browser install the UI tests' browser (Debian's chromium) when missing
+  spark-classes  make the Spark driver's class archive when missing (~40 s, once); print the
+          JVM option that starts a driver from it (scripts/test uses it)
   down    stop what the stack started (Airflow's components and the cluster too)
   status  say what is up and where
   env     print export lines: eval "$(scripts/stack env)" (the cluster's too when it is up)
@@ -50,6 +52,8 @@ def main(argv: list[str]) -> int:
         airflow_services.down()
     elif cmd == "browser":
         print(f"browser   {browser.ensure_installed()}")
+    elif cmd == "spark-classes":
+        print(spark_classes.option(spark_classes.ensure()))
     elif cmd == "login":
         print(airflow_services.login())
     elif cmd == "cluster":

@@ -35,10 +35,12 @@ class AirflowApi:
                 f"unpausing {dag_id}: {resp.status_code} {resp.text}"
             time.sleep(2)
 
-    def runs(self, dag_id: str, run_type: str | None = None, since: str | None = None) -> list[dict]:
-        """The DAG's runs, oldest first: of one type, started at `since` (ISO) or later."""
+    def runs(self, dag_id: str, run_type: str | None = None, since: str | None = None,
+             states: tuple[str, ...] = ()) -> list[dict]:
+        """The DAG's runs, oldest first (the first 100): of one type, started at `since`
+        (ISO) or later, in one of `states`."""
         query = {"order_by": "start_date", "limit": 100, **({"run_type": run_type} if run_type else {}),
-                 **({"start_date_gte": since} if since else {})}
+                 **({"start_date_gte": since} if since else {}), **({"state": list(states)} if states else {})}
         return self._call("GET", f"/dags/{dag_id}/dagRuns", params=query)["dag_runs"]
 
     def returned(self, dag_id: str, run_id: str, task_id: str):

@@ -2,13 +2,17 @@
 dag-processor, triggerer of `scripts/stack airflow-up`, with a metadata database of its own:
 running_airflow.py), started by the first test that needs it when it was not up, and
 stopped after the last test marked `ui` in a row (they run in a row on one worker:
-tests/conftest.py), so it starts once, not once per module."""
+tests/conftest.py), so it starts once, not once per module.
+
+A DAG runs one run at a time, so a run that a failed test leaves waiting would hold up
+every later test's runs: after each test, its runs still queued or running are failed and
+their loads rolled back (running_airflow.end_leftover_runs)."""
 
 from __future__ import annotations
 
 import pytest
 
-from running_airflow import airflow_env, unpause
+from running_airflow import airflow_env, end_leftover_runs, unpause
 from support import stack
 
 _started_here = False  # this process started the running Airflow: it stops it too
@@ -26,6 +30,16 @@ def airflow_ui():
     url, _, user, _, password = stack("login").split()
     unpause(url, user, password, just_started=started)
     yield url, user, password
+
+
+@pytest.fixture(autouse=True)
+def _no_run_left_behind(request):
+    """After a test on the running Airflow, no run of it is left queued or running."""
+    yield
+    if "airflow_ui" in request.fixturenames:
+        left = end_leftover_runs(*request.getfixturevalue("airflow_ui"))
+        if left:
+            print(f"ended the runs this test left active: {', '.join(left)}")
 
 
 @pytest.hookimpl(wrapper=True)

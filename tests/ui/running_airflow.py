@@ -14,6 +14,11 @@ from __future__ import annotations
 import os
 
 from airflow_api import AirflowApi
+from twophase import coordinator
+from twophase.ids import load_id_for
+from twophase.log import TransactionLog, UnknownLoad
+from twophase.spec import Connections
+from twophase.states import State
 
 TEST_DB = "airflow_ui_tests"
 UNPAUSED = ("orders_daily_totals",)
@@ -35,7 +40,30 @@ def unpause(url: str, user: str, password: str, dag_ids=UNPAUSED, just_started: 
     api = AirflowApi(url, user, password)
     for dag_id in dag_ids:
         api.unpause(dag_id)
-        for run in api.runs(dag_id) if just_started else []:
-            if run["state"] in ("queued", "running"):
-                api.fail_run(dag_id, run["dag_run_id"])
+    if just_started:
+        end_leftover_runs(url, user, password, dag_ids, api)
     return api
+
+
+def end_leftover_runs(url: str, user: str, password: str, dag_ids=UNPAUSED, api: AirflowApi | None = None) -> list[str]:
+    """Fail the DAGs' runs that are still queued or running and roll back their loads that
+    are still undecided (a failed run's load would otherwise wait for recovery); the run
+    ids ended."""
+    api = api or AirflowApi(url, user, password)
+    ended = []
+    for dag_id in dag_ids:
+        for run in api.runs(dag_id, states=("queued", "running")):
+            api.fail_run(dag_id, run["dag_run_id"])
+            _roll_back(load_id_for(dag_id, run["dag_run_id"]))
+            ended.append(run["dag_run_id"])
+    return ended
+
+
+def _roll_back(load_id: str) -> None:
+    txlog = TransactionLog(os.environ["TWOPHASE_PG_DSN"])
+    try:
+        load = txlog.get(load_id)
+    except UnknownLoad:  # the run ended before its begin task logged the load
+        return
+    if load.state in (State.PREPARING, State.PREPARED):
+        coordinator.rollback(txlog, Connections.from_env(), load_id, reason="the test that started its run ended")

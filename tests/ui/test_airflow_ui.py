@@ -70,7 +70,13 @@ def trigger(page, run_id: str, params: dict[str, str | bool]) -> None:
     page.get_by_role("button", name="Advanced Options").click()
     page.locator("[name=dagRunId]").fill(run_id)
     page.screenshot(path=ARTIFACTS / f"{run_id}-trigger-form.png")
-    page.get_by_test_id("trigger-dag-submit").click()
+    # Wait for Airflow's answer to the form: a page left before it arrives can take the
+    # request with it (the run is then made late, or never).
+    with page.expect_response(lambda r: r.request.method == "POST" and r.url.endswith(f"/dags/{DAG_ID}/dagRuns"),
+                              timeout=60_000) as posted:
+        page.get_by_test_id("trigger-dag-submit").click()
+    assert posted.value.ok, f"triggering {run_id}: {posted.value.status} {posted.value.text()}"
+    assert posted.value.json()["dag_run_id"] == run_id
 
 
 def wait_for_run(page, run_id: str, timeout: float = 600) -> str:
