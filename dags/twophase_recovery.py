@@ -4,11 +4,13 @@ Presumed abort for loads with no decision past the deadline (param, default 120
 minutes); re-drives commit or rollback for decided ones; cleans orphaned prepared
 transactions and staging tables; deletes rejected lines kept in the quarantine longer
 than its retention (param, default 7 days). The param pipeline limits all of it to one
-pipeline (default: every pipeline). Safe to run while pipelines run.
+pipeline (default: every pipeline, or the one TWOPHASE_RECOVERY_PIPELINE names for an
+Airflow that runs only that pipeline's loads). Safe to run while pipelines run.
 """
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import pendulum
@@ -21,7 +23,8 @@ from airflow.sdk import Param, dag, task
                                        description="Loads undecided for longer are presumed aborted."),
              "quarantine_days": Param(7, type="integer", minimum=1, title="Quarantine retention (days)",
                                       description="Rejected lines kept longer are deleted from twophase.quarantine."),
-             "pipeline": Param("", type="string", title="Only this pipeline",
+             "pipeline": Param(os.environ.get("TWOPHASE_RECOVERY_PIPELINE", ""), type="string",
+                               title="Only this pipeline",
                                description="Empty: every pipeline. A name: only its loads, orphans and "
                                            "quarantined lines.")})
 def twophase_recovery():

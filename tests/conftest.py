@@ -83,6 +83,9 @@ def shared_catalog(tmp_path):
 # `stack_cluster` fixture), the bench's own pipeline, schema and topics (tests/bench).
 CLUSTER_MODULES = ("tests/core/test_kafka_cluster_commit.py", "tests/pipeline/test_cluster_pipeline.py",
                    "tests/stack/test_cluster_stack.py")
+# Modules marked `alone` as a whole: one unit of work each, so that the machine empties
+# once for the module (its module-scoped fixtures run alone too), not once per test.
+ALONE_MODULES = ("tests/core/test_long_history.py",)
 
 
 def group_of(nodeid: str) -> str | None:
@@ -94,6 +97,8 @@ def group_of(nodeid: str) -> str | None:
         return "bench"
     if path in CLUSTER_MODULES or nodeid.endswith("[cluster]"):
         return "cluster"
+    if path in ALONE_MODULES:
+        return path
     return None
 
 
@@ -113,23 +118,29 @@ def pytest_xdist_make_scheduler(config, log):
 
 def pytest_collection_modifyitems(items):
     """The order work goes out in, longest first, so that no long test starts last while
-    the other workers idle: the UI tests (their waits are long and cost no CPU: the other
-    workers fill the cores meanwhile), the benchmarks' toy runs, the DAG runs of
-    tests/pipeline, the rest; the cluster tests last, so the cluster is up only while they
-    run (idle, it still takes CPU). Without xdist the order is the same."""
+    the other workers idle: the UI tests and the cluster's (each group a long row on one
+    worker, with waits that cost no CPU: the other workers fill the cores meanwhile), the
+    benchmarks' toy runs, the DAG runs of tests/pipeline, the rest; last, the tests that
+    run alone (the other workers run out of work about then, so waiting for them to finish
+    costs little). Without xdist the order is the same."""
     for item in items:
         for kind in ("ui", "cluster"):
             if item.get_closest_marker(kind) is not None and group_of(item.nodeid) != kind:
                 raise pytest.UsageError(f"{item.nodeid} is marked {kind} but runs outside the group {kind!r} of "
                                         "tests/conftest.py's group_of: add its module there")
+        if item.get_closest_marker("alone") is not None and item.nodeid.split("::")[0] not in ALONE_MODULES:
+            raise pytest.UsageError(f"{item.nodeid} is marked alone outside tests/conftest.py's ALONE_MODULES: "
+                                    "mark its module and add it there (the machine then empties once for it)")
 
     def rank(item) -> int:
         group = group_of(item.nodeid)
-        if group == "cluster":
-            return 4
         if item.get_closest_marker("ui") is not None:
             return 0
-        return 1 if group == "bench" else 2 if item.nodeid.startswith("tests/pipeline/") else 3
+        if group == "cluster":
+            return 1
+        if item.get_closest_marker("alone") is not None:
+            return 5
+        return 2 if group == "bench" else 3 if item.nodeid.startswith("tests/pipeline/") else 4
     items.sort(key=rank)
 
 
@@ -155,28 +166,56 @@ def _module_alone(request, _run_locks):
 
 
 @pytest.fixture(autouse=True)
-def _alone_or_together(request, _run_locks, _module_alone):
-    """Each test runs beside others, or alone when it is marked `alone`."""
+def _together(_run_locks, _module_alone):
+    """Each test runs beside others, unless its module runs alone."""
     if _run_locks is None or _module_alone:
         yield
         return
-    with (_run_locks.alone() if request.node.get_closest_marker("alone") else _run_locks.together()):
+    with _run_locks.together():
         yield
+
+
+_cluster_started_here = False  # this process started the stack's cluster: it stops it too
 
 
 @pytest.fixture(scope="session")
 def stack_cluster():
     """The stack's cluster up (`scripts/stack cluster up`), its environment
-    (TWOPHASE_CLUSTER_*, AIRFLOW_CONN_SPARK_CLUSTER, ...) in os.environ; stopped at the end
-    of the session if this fixture started it."""
-    from support import ROOT, localstack
+    (TWOPHASE_CLUSTER_*, AIRFLOW_CONN_SPARK_CLUSTER, ...) in os.environ. If this fixture
+    started it, it stops after the last test of the group `cluster` (they run in a row on
+    one worker: idle, the cluster still takes CPU from the tests that follow), or at the
+    end of the session."""
+    global _cluster_started_here
+    from support import localstack
 
-    stack = str(ROOT / "scripts" / "stack")
-    started = subprocess.run([stack, "cluster", "status"], capture_output=True).returncode != 0
-    up = subprocess.run([stack, "cluster", "up"], capture_output=True, text=True, timeout=900)
+    _cluster_started_here = _stack("cluster", "status", check=False).returncode != 0
+    up = _stack("cluster", "up", check=False, timeout=900)
     if up.returncode != 0:
         pytest.fail(f"scripts/stack cluster up failed:\n{up.stdout[-2000:]}{up.stderr[-2000:]}")
     os.environ.update(localstack("cluster").environment())  # what `scripts/stack cluster env` prints
     yield
-    if started:
-        subprocess.run([stack, "cluster", "down"], capture_output=True, timeout=300)
+    _stop_cluster()
+
+
+def _stack(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+    from support import ROOT
+
+    return subprocess.run([str(ROOT / "scripts" / "stack"), *args], capture_output=True, text=True,
+                          timeout=timeout, check=check)
+
+
+def _stop_cluster() -> None:
+    global _cluster_started_here
+    if _cluster_started_here:
+        _stack("cluster", "down", check=False)
+        _cluster_started_here = False
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After the last test of the group `cluster` (its fixtures torn down), stop the
+    cluster if this process started it."""
+    result = yield
+    if group_of(item.nodeid) == "cluster" and (nextitem is None or group_of(nextitem.nodeid) != "cluster"):
+        _stop_cluster()
+    return result

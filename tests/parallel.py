@@ -2,11 +2,10 @@
 
 Most tests share nothing: each has its own tables, topics, pipeline name and load ids, so
 two workers running two of them at once see the same as one worker running both in turn.
-A few cannot share the servers with anything else (`@pytest.mark.alone`, on a test or a
-module): the scheduling test's Airflow runs recovery over every pipeline of the log, which
-would finish or sweep other tests' loads while they look at them; one checks Airflow's
-whole asset queue, which another test's commit would fill; a few assert a time budget,
-which another test's Spark job on the same two cores would eat into.
+A few cannot share the machine with anything else (a module marked `alone`, listed in
+tests/conftest.py's ALONE_MODULES): they assert a time budget, which another test's Spark
+job on the same two cores would eat into. They are handed out after every other test but
+the cluster's, when the other workers run out of work anyway.
 
 The workers agree through two lock files in the run's shared temporary folder (flock):
 

@@ -36,6 +36,9 @@ PAGE = 2_000
 STATUS_BUDGET_S = 2.0
 PAGE_BUDGET_S = 2.0  # as status: the budget of the issue (a few tenths of a second here)
 VERIFY_BUDGET_S = 20.0  # the issue: "well under 62 s" (the release before issue 12)
+# The module runs alone (tests/parallel.py): its time budgets hold with no other test's work on
+# the same cores.
+pytestmark = pytest.mark.alone
 FLAT = 3.0  # begin and recover with the long history: at most this many times the time with none
 TIMES = 7  # timed calls of each, median taken
 
@@ -132,7 +135,6 @@ def _check(pipeline: str, listed: list[dict]) -> None:
     assert listed[1]["votes"]["postgres"]["summary"] == f"{_n(LOADS - 1)} staged for long_history.{pipeline}"
 
 
-@pytest.mark.alone  # a time budget: no other test's work on the same cores
 def test_status_json_of_2000_loads_answers_in_under_2_s(history):
     pipeline, written = history
     print(f"\nlong history: {LOADS:,} loads with their votes written in {written:.2f} s")
@@ -146,7 +148,6 @@ def test_status_json_of_2000_loads_answers_in_under_2_s(history):
     assert took < STATUS_BUDGET_S, f"status --json --limit {PAGE} took {took:.2f} s"
 
 
-@pytest.mark.alone  # a time budget: no other test's work on the same cores
 def test_the_pages_list_of_2000_loads_is_cheap(history, pg_dsn):
     from twophase_ui import queries
 
@@ -190,7 +191,6 @@ def test_summaries_cost_two_queries_whatever_the_page(history, pg_dsn, monkeypat
     assert per_page[1] == per_page[PAGE] <= 2, per_page  # the schema check, then the loads and their votes
 
 
-@pytest.mark.alone  # a time budget: no other test's work on the same cores
 def test_verify_of_2000_loads_is_well_under_a_minute(history, txlog, conns):
     """verify reads the targets (none exist for these loads: every committed one is a
     finding, each naming what is missing)."""
@@ -233,7 +233,6 @@ def flat_loads(pg_dsn):
         cur.execute(f"delete from twophase.loads where load_id in ({mine})")
 
 
-@pytest.mark.alone  # a time budget: no other test's work on the same cores
 def test_begin_stays_flat(history, txlog, flat_loads):
     """begin of the next hour after 50,000 logged loads costs what it costs with none."""
     pipeline, _ = history
@@ -249,7 +248,6 @@ def test_begin_stays_flat(history, txlog, flat_loads):
     assert with_history < FLAT * with_none + 0.01, (with_none, with_history)
 
 
-@pytest.mark.alone  # a time budget: no other test's work on the same cores
 def test_recover_stays_flat(history, txlog, conns, flat_loads):
     """recover of a pipeline with 50,000 finished loads (and one unresolved, younger than
     the deadline, which it leaves waiting) costs what recover of a pipeline with none costs."""

@@ -35,6 +35,10 @@ class AirflowApi:
                 f"unpausing {dag_id}: {resp.status_code} {resp.text}"
             time.sleep(2)
 
+    def pause(self, dag_id: str) -> None:
+        resp = self._call("PATCH", f"/dags/{dag_id}", json={"is_paused": True})
+        assert resp["is_paused"] is True, resp
+
     def runs(self, dag_id: str, run_type: str | None = None, since: str | None = None,
              states: tuple[str, ...] = ()) -> list[dict]:
         """The DAG's runs, oldest first (the first 100): of one type, started at `since`
@@ -42,6 +46,10 @@ class AirflowApi:
         query = {"order_by": "start_date", "limit": 100, **({"run_type": run_type} if run_type else {}),
                  **({"start_date_gte": since} if since else {}), **({"state": list(states)} if states else {})}
         return self._call("GET", f"/dags/{dag_id}/dagRuns", params=query)["dag_runs"]
+
+    def dag_params(self, dag_id: str) -> dict:
+        """The DAG's params as Airflow serialized them: {name: {"value": default, ...}}."""
+        return self._call("GET", f"/dags/{dag_id}/details")["params"]
 
     def returned(self, dag_id: str, run_id: str, task_id: str):
         """What the task returned (its XCom return_value), deserialized."""

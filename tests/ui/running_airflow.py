@@ -5,8 +5,9 @@ Its metadata lives in a database of its own (TEST_DB, through TWOPHASE_AIRFLOW_D
 the stack's `airflow`: the tests that run `airflow dags test` meanwhile on other workers
 (tests/pipeline) write their runs to `airflow`, and a scheduler that saw them would run
 their tasks a second time. Its DAGs are paused at creation, as the stack's are; each module
-unpauses those it runs (UNPAUSED by default), never twophase_recovery, which would recover
-other tests' loads under them (tests/ui/test_scheduling.py runs alone and unpauses it).
+unpauses those it runs (UNPAUSED by default). Its twophase_recovery recovers RECOVERED only,
+a pipeline with no loads (TWOPHASE_RECOVERY_PIPELINE): over every pipeline, it would sweep
+and finish other tests' loads under them (the scheduling test unpauses it).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from twophase.states import State
 
 TEST_DB = "airflow_ui_tests"
 UNPAUSED = ("orders_daily_totals",)
+RECOVERED = "ui_tests_recovery"
 
 
 def airflow_env(**extra: str) -> dict[str, str]:
@@ -29,7 +31,7 @@ def airflow_env(**extra: str) -> dict[str, str]:
     files do not change while it runs: the dag-processor parses each once at the start,
     not every 30 s (each parse is a fresh Python that imports Airflow: CPU the other
     workers' tests need)."""
-    return {**os.environ, "TWOPHASE_AIRFLOW_DB": TEST_DB,
+    return {**os.environ, "TWOPHASE_AIRFLOW_DB": TEST_DB, "TWOPHASE_RECOVERY_PIPELINE": RECOVERED,
             "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600", **extra}
 
 
