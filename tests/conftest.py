@@ -188,8 +188,8 @@ def stack_cluster():
     global _cluster_started_here
     from support import localstack
 
-    _cluster_started_here = _stack("cluster", "status", check=False).returncode != 0
-    up = _stack("cluster", "up", check=False, timeout=900)
+    _cluster_started_here = _stack("cluster", "status").returncode != 0
+    up = _stack("cluster", "up", timeout=900)
     if up.returncode != 0:
         pytest.fail(f"scripts/stack cluster up failed:\n{up.stdout[-2000:]}{up.stderr[-2000:]}")
     os.environ.update(localstack("cluster").environment())  # what `scripts/stack cluster env` prints
@@ -197,17 +197,16 @@ def stack_cluster():
     _stop_cluster()
 
 
-def _stack(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+def _stack(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     from support import ROOT
 
-    return subprocess.run([str(ROOT / "scripts" / "stack"), *args], capture_output=True, text=True,
-                          timeout=timeout, check=check)
+    return subprocess.run([str(ROOT / "scripts" / "stack"), *args], capture_output=True, text=True, timeout=timeout)
 
 
 def _stop_cluster() -> None:
     global _cluster_started_here
     if _cluster_started_here:
-        _stack("cluster", "down", check=False)
+        _stack("cluster", "down")
         _cluster_started_here = False
 
 

@@ -6,18 +6,18 @@ import os
 import shlex
 import sys
 
-from . import airflow, airflow_services, browser, cluster, iceberg_sql, kafka, postgres, spark_classes
+from . import airflow, airflow_services, browser, cluster, iceberg_sql, kafka, postgres, spark_home
 from .proc import StackError
 from .settings import venv_bin
 
-USAGE = """usage: scripts/stack up|down|status|env|reset|airflow-up|airflow-down|login|browser|spark-classes|iceberg-sql|cluster
+USAGE = """usage: scripts/stack up|down|status|env|reset|airflow-up|airflow-down|login|browser|spark-home|iceberg-sql|cluster
   up      start Postgres and Kafka, migrate Airflow's DB; idempotent, waits until each answers
   airflow-up    also start Airflow's UI: api-server, scheduler, dag-processor, triggerer
   airflow-down  stop only those
   login   print the UI's address and local login
   browser install the UI tests' browser (Debian's chromium) when missing
-  spark-classes  make the Spark driver's class archive when missing (~40 s, once); print the
-          JVM option that starts a driver from it (scripts/test uses it)
+  spark-home  make the tests' Spark home when missing (~40 s, once: spark_home.py); print
+          the export lines that select it: eval "$(scripts/stack spark-home)"
   down    stop what the stack started (Airflow's components and the cluster too)
   status  say what is up and where
   env     print export lines: eval "$(scripts/stack env)" (the cluster's too when it is up)
@@ -52,8 +52,8 @@ def main(argv: list[str]) -> int:
         airflow_services.down()
     elif cmd == "browser":
         print(f"browser   {browser.ensure_installed()}")
-    elif cmd == "spark-classes":
-        print(spark_classes.option(spark_classes.ensure()))
+    elif cmd == "spark-home":
+        print(spark_home.export_lines())
     elif cmd == "login":
         print(airflow_services.login())
     elif cmd == "cluster":

@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 
 from . import airflow, secrets
-from .proc import StackError, running_pid, start_detached, stop_pid, wait_until
+from .proc import StackError, running_pid, start_detached, stop_pids, wait_until
 from .settings import Ports, stack_dir, venv_bin
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -98,11 +98,11 @@ def up(env: dict[str, str]) -> None:
 
 
 def down() -> None:
-    for component in reversed(COMPONENTS):
-        pid = _running(component)
-        if pid:
-            print(f"stack: stopping Airflow {component}", flush=True)
-            stop_pid(pid)
+    running = {component: pid for component in COMPONENTS if (pid := _running(component))}
+    if running:
+        print(f"stack: stopping Airflow {', '.join(running)}", flush=True)
+        stop_pids(list(running.values()))
+    for component in COMPONENTS:
         _pidfile(component).unlink(missing_ok=True)
 
 

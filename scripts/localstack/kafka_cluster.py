@@ -14,7 +14,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from . import kafka
-from .proc import StackError, port_open, running_pid, start_detached, stop_pid, wait_until
+from .proc import StackError, port_open, running_pid, start_detached, stop_pids, wait_until
 from .settings import KAFKA_CLUSTER_BROKER_SETTINGS, KAFKA_CLUSTER_NODES, ClusterPorts, cluster_dir
 
 
@@ -121,10 +121,11 @@ def up() -> None:
 
 
 def down() -> None:
-    for node, pid in pids().items():
-        if pid is not None:
-            print(f"stack: stopping Kafka cluster node {node}", flush=True)
-            stop_pid(pid, timeout=60)
+    running = {node: pid for node, pid in pids().items() if pid is not None}
+    if running:
+        print(f"stack: stopping Kafka cluster nodes {', '.join(map(str, running))}", flush=True)
+        stop_pids(list(running.values()), timeout=60)  # together: ~7 s; one at a time, over a minute
+    for node in pids():
         pidfile(node).unlink(missing_ok=True)
 
 

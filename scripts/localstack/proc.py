@@ -63,16 +63,31 @@ def port_open(port: int) -> bool:
 
 def stop_pid(pid: int, timeout: float = 30.0) -> None:
     """SIGTERM the process group, then SIGKILL it if it has not exited within timeout."""
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
+    stop_pids([pid], timeout)
+
+
+def stop_pids(pids: list[int], timeout: float = 30.0) -> None:
+    """SIGTERM the process groups all at once, then SIGKILL those that have not exited
+    within timeout. (Nodes of a cluster stop together: one at a time, the last waits for a
+    quorum that has gone, until it is killed.)"""
+    signalled = []
+    for pid in pids:
+        try:
+            os.killpg(pid, signal.SIGTERM)
+            signalled.append(pid)
+        except ProcessLookupError:
+            pass
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not Path(f"/proc/{pid}").exists() or _is_zombie(pid):
+        signalled = [pid for pid in signalled if Path(f"/proc/{pid}").exists() and not _is_zombie(pid)]
+        if not signalled:
             return
         time.sleep(0.2)
-    os.killpg(pid, signal.SIGKILL)
+    for pid in signalled:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _is_zombie(pid: int) -> bool:

@@ -1,0 +1,127 @@
+"""A Spark home for the many short-lived Spark drivers of the test suite: the virtualenv's
+Spark, started on about half the CPU. `scripts/stack spark-home` makes it once (~40 s)
+and prints the two lines that select it (scripts/test evaluates them):
+
+- SPARK_HOME: links to the installed Spark's bin/ and jars/, without python/lib/. Spark
+  puts its Python sources there as zips (pyspark.zip, py4j) ahead of everything on the
+  PYTHONPATH of a driver and its Python workers, and Python compiles modules of a zip
+  from source in every process; without them, they import the very same package from
+  the virtualenv, compiled once by scripts/install.
+- TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS, plus a class-data archive of what a driver JVM
+  loads (-XX:SharedArchiveFile): the JVM maps those classes instead of reading, verifying
+  and parsing thousands of them again (a tiny job: 14 CPU-s without it, 7 with it, on
+  this stack's JDK 17). Made by a small job run with -XX:ArchiveClassesAtExit, and named
+  after the JDK, this home and Spark's jars: another one makes a new archive. A JVM that
+  cannot use an archive starts without it (-Xshare:auto, the default).
+
+Nothing of a load's result depends on either. Users' Spark (scripts/demo, Airflow of the
+stack, docker-compose.yml) is the installed one as it is.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .proc import StackError
+from .settings import stack_dir, venv_bin
+
+# What the archive is made from: a job that goes through what a load's driver does (a
+# session, JSON lines read, Arrow batches through Python, a shuffle, Parquet out, a collect).
+JOB = '''
+import sys
+from pyspark.sql import SparkSession, functions as F
+spark = SparkSession.builder.appName("twophase-class-archive").getOrCreate()
+spark.sparkContext.setLogLevel("WARN")
+folder = sys.argv[1]
+spark.createDataFrame([(i % 7, float(i), f"c{i}") for i in range(500)], "k int, v double, s string") \\
+    .write.mode("overwrite").json(folder + "/lines")
+frame = spark.read.schema("k int, v double, s string").json(folder + "/lines")
+frame = frame.mapInArrow(lambda batches: (b for b in batches), frame.schema)
+totals = frame.groupBy("k").agg(F.sum("v").alias("v"), F.count(F.lit(1)).alias("n"))
+totals.write.mode("overwrite").parquet(folder + "/totals")
+assert len(spark.read.parquet(folder + "/totals").collect()) == 7
+spark.stop()
+'''
+
+
+def installed() -> Path:
+    """The virtualenv's Spark: the pyspark package (bin/, jars/, python/lib/*.zip)."""
+    proc = subprocess.run([str(venv_bin() / "python"), "-c", "import pyspark, os; print(os.path.dirname(pyspark.__file__))"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise StackError(f"no pyspark in the virtualenv: {proc.stderr[-500:]}")
+    return Path(proc.stdout.strip())
+
+
+def home() -> Path:
+    return stack_dir() / "spark" / "home"
+
+
+def ensure() -> dict[str, str]:
+    """The home and the archive, made first when missing (one maker at a time; others wait
+    for it); the environment that selects them."""
+    folder = stack_dir() / "spark"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "home.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _link_home(installed())
+        archive = folder / f"driver-classes-{_key()}.jsa"
+        if not archive.exists():
+            _make_archive(archive)
+            for stale in folder.glob("driver-classes-*.jsa"):  # of another JDK or Spark (170 MB each)
+                if stale != archive:
+                    stale.unlink()
+    options = [o for o in os.environ.get("TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS", "").split()
+               if not o.startswith("-XX:SharedArchiveFile=")]  # evaluated twice, it says it once
+    return {"SPARK_HOME": str(home()),
+            "TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS": " ".join([*options, f"-XX:SharedArchiveFile={archive}"])}
+
+
+def _link_home(spark: Path) -> None:
+    home().mkdir(parents=True, exist_ok=True)
+    for name in ("bin", "jars"):
+        link = home() / name
+        if link.is_symlink() and link.resolve() == (spark / name).resolve():
+            continue
+        link.unlink(missing_ok=True)
+        link.symlink_to(spark / name)
+
+
+def _key() -> str:
+    """The JDK, this home and Spark's jars: what a driver JVM's class path and classes are."""
+    java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else "java"
+    key = hashlib.sha256(subprocess.run([java, "-version"], capture_output=True, text=True).stderr.encode())
+    key.update(str(home()).encode())
+    for jar in sorted((home() / "jars").glob("*.jar")):
+        key.update(jar.name.encode())
+    return key.hexdigest()[:16]
+
+
+def _make_archive(path: Path) -> None:
+    print("stack: making the Spark driver's class archive (first time: ~40 s)", file=sys.stderr, flush=True)
+    java_options = " ".join(o for o in os.environ.get("TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS", "").split()
+                            if not o.startswith("-XX:SharedArchiveFile="))
+    with tempfile.TemporaryDirectory(prefix="twophase-classes-") as work:
+        job, made = Path(work) / "job.py", Path(work) / "classes.jsa"
+        job.write_text(JOB)
+        cmd = [str(home() / "bin" / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+               "--conf", f"spark.driver.extraJavaOptions={java_options} -XX:ArchiveClassesAtExit={made}",
+               str(job), work]
+        python = str(venv_bin() / "python")
+        env = {**os.environ, "SPARK_HOME": str(home()), "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=work)
+        if proc.returncode != 0 or not made.exists():
+            raise StackError(f"making the Spark class archive failed ({proc.returncode}):\n"
+                             f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+        os.replace(made, path)  # whole or not at all: a JVM never maps a half-written archive
+
+
+def export_lines() -> str:
+    return "\n".join(f"export {key}={shlex.quote(value)}" for key, value in ensure().items())
