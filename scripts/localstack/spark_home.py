@@ -52,12 +52,11 @@ spark.stop()
 
 
 def installed() -> Path:
-    """The virtualenv's Spark: the pyspark package (bin/, jars/, python/lib/*.zip)."""
-    proc = subprocess.run([str(venv_bin() / "python"), "-c", "import pyspark, os; print(os.path.dirname(pyspark.__file__))"],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise StackError(f"no pyspark in the virtualenv: {proc.stderr[-500:]}")
-    return Path(proc.stdout.strip())
+    """The virtualenv's Spark (scripts/stack runs in the virtualenv): the pyspark package
+    (bin/, jars/, python/lib/*.zip)."""
+    import pyspark
+
+    return Path(pyspark.__file__).parent
 
 
 def home() -> Path:
