@@ -75,9 +75,11 @@ class Harness(ABC):
         self.request = request
         self.load_ids: list[str] = []
 
-    def load_id(self) -> str:
-        """A fresh load id of this test (cleaned up at close)."""
-        lid = ids.load_id_for("contract", f"{self.request.node.name}-{next(_serial)}-{id(self):x}")
+    def load_id(self, pipeline: str = "contract") -> str:
+        """A fresh load id of this test (cleaned up at close), of pipeline `contract` unless
+        told (a test that sweeps a whole pipeline as unknown sweeps one of its own: every
+        worker's contract tests stage loads of `contract` meanwhile)."""
+        lid = ids.load_id_for(pipeline, f"{self.request.node.name}-{next(_serial)}-{id(self):x}")
         self.load_ids.append(lid)
         return lid
 

@@ -14,6 +14,8 @@ transactions: run the Postgres tests of this suite while no recovery runs on the
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from contract_harness import ROWS
@@ -298,22 +300,30 @@ def test_orphans_of_a_crashed_load_are_found_and_swept(harness, crash_after, log
 
 def test_a_sweep_for_one_pipeline_leaves_every_other_pipelines_orphans(harness):
     """Recovery of one pipeline (`recover --pipeline`) sweeps only that pipeline's orphans:
-    a crashed load of pipeline `contract` the log does not know is left whole by a sweep
-    for another pipeline, and discarded by one for its own."""
+    a crashed load the log does not know is left whole by a sweep for another pipeline,
+    and discarded by one for its own. Its pipeline is this test's alone: a sweep of it
+    sweeps every load the log does not know, and the other contract tests (of pipeline
+    `contract`, on other workers) have loads on the same servers and catalog."""
     h = harness
-    lid = h.load_id()
+    pipeline = f"contract_{uuid.uuid4().hex[:12]}"
+    lid = h.load_id(pipeline)
+    bystander, bystander_vote = staged_and_prepared(h)  # of pipeline `contract`
+    bystander_left = h.leftovers(bystander)
     p = h.participant(lid)
     assert h.prepare(p, h.stage(p)).yes
     del p  # the crash
     left = h.leftovers(lid)
     unknown = lambda load_ids: {}  # noqa: E731 (the log knows none of them)
 
-    assert [s for s in h.sweep(unknown, pipeline="contract_other") if s.load_id == lid] == []
-    assert [s for s in h.sweep(unknown, pipeline="contrac") if s.load_id == lid] == [], "a prefix is not a pipeline"
+    assert [s for s in h.sweep(unknown, pipeline=f"{pipeline}_other") if s.load_id == lid] == []
+    assert [s for s in h.sweep(unknown, pipeline=pipeline[:-1]) if s.load_id == lid] == [], "a prefix is not a pipeline"
     assert h.leftovers(lid) == left
-    mine = [s for s in h.sweep(unknown, pipeline=lid.split(".")[0]) if s.load_id == lid]
-    assert bool(mine) == h.sweeps_staging and h.leftovers(lid) == []
+    swept = h.sweep(unknown, pipeline=pipeline)
+    assert [s for s in swept if s.load_id != lid] == [], "a sweep of one pipeline discarded another's load"
+    assert bool(swept) == h.sweeps_staging and h.leftovers(lid) == []
     assert_nothing_visible(h, lid)
+    assert h.leftovers(bystander) == bystander_left
+    assert h.participant(bystander).ready(bystander_vote).yes
 
 
 # 7 -------------------------------------------------------------------------------------------

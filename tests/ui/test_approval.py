@@ -82,6 +82,15 @@ def _assert_holds_nothing(pg_dsn: str, kafka_bootstrap: str, load_id: str, day: 
     _never_held(open_transactions, "an open transaction on the topic while it waits")
 
 
+def _assert_audit_passed(audit: dict) -> None:
+    """Every rule of the example DAG's audit passed but the row count change, which compares
+    with the pipeline's last committed load: a load of another test, of another size,
+    when tests on other workers load the example DAG meanwhile. It may warn, never fail."""
+    verdicts = {r["kind"]: r["verdict"] for r in audit["rules"]}
+    assert verdicts.pop("row_count_change") in ("pass", "warn"), audit
+    assert set(verdicts.values()) == {"pass"} and len(audit["rules"]) == 4, audit
+
+
 def _never_held(held, what: str) -> None:
     """held() returns what is held now; it must be nothing within HELD_S."""
     deadline = time.monotonic() + HELD_S
@@ -98,10 +107,12 @@ def test_an_unanswered_approval_holds_nothing_while_it_waits_then_rejects(api, p
     # A row of the same day that another writer owns (a customer the sample never has).
     _sql(pg_dsn, f"insert into {TABLE} values ('writer', %s, 1, 1.00, now(), now(), 'writer')", day)
     try:
-        assert load.state == State.PREPARED and load.exposed_at is None and load.audit["verdict"] == "pass"
+        assert load.state == State.PREPARED and load.exposed_at is None
+        _assert_audit_passed(load.audit)
         request = api.hitl(DAG_ID, run_id, "approve")
         assert request["subject"] == f"Publish load {load_id}?" and request["defaults"] == ["Reject"]
-        assert f"audit of load {load_id}: PASS" in request["body"] and "nothing is held on" in request["body"]
+        verdict = load.audit["verdict"].upper()
+        assert f"audit of load {load_id}: {verdict}" in request["body"] and "nothing is held on" in request["body"]
 
         checks, started = 0, time.monotonic()
         while api.task_state(DAG_ID, run_id, "approve") == "awaiting_input":
