@@ -7,9 +7,11 @@ Connections come from the environment (AIRFLOW_CONN_*), never from the metadata 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
+from contextlib import closing
 
 import psycopg2
 
@@ -18,6 +20,10 @@ from .proc import StackError
 from .settings import (AIRFLOW_DB, CONN_ICEBERG, CONN_KAFKA, CONN_POSTGRES, CONN_REPORTING, CONN_SPARK,
                        ICEBERG_CATALOG_NAME, ICEBERG_DB, PIPELINE_DB, PIPELINE_ROLE, REPORTING_DB, ROOT, Ports,
                        airflow_db, stack_dir, venv_bin)
+
+
+# A metadata database as the first `airflow db migrate` of this Airflow left it (up()).
+MIGRATED = "airflow_migrated"
 
 
 def home():
@@ -98,11 +104,13 @@ def _stamp(version: str):
 
 
 def _migrated(version: str) -> bool:
-    stamp = _stamp(version)
-    if not stamp.exists():
-        return False
+    return _stamp(version).exists() and _has_schema(airflow_db())
+
+
+def _has_schema(db: str) -> bool:
+    """Whether `db` holds an Airflow metadata schema (of any version)."""
     try:
-        with psycopg2.connect(postgres.dsn(db=airflow_db()), connect_timeout=3) as conn, conn.cursor() as cur:
+        with closing(psycopg2.connect(postgres.dsn(db=db), connect_timeout=3)) as conn, conn.cursor() as cur:
             cur.execute("select to_regclass('alembic_version') is not null")
             return bool(cur.fetchone()[0])
     except psycopg2.Error:
@@ -110,18 +118,33 @@ def _migrated(version: str) -> bool:
 
 
 def up(env: dict[str, str]) -> None:
-    """Make AIRFLOW_HOME and migrate the metadata database when needed."""
+    """Make AIRFLOW_HOME and migrate the metadata database when needed. A database that
+    holds no schema yet (the tests' Airflow's, the bench's: TWOPHASE_AIRFLOW_DB) becomes a
+    copy of MIGRATED, a database as `airflow db migrate` of this Airflow left it before
+    anything used it (a second, where the migration takes ~30 s); the first migration of
+    each Airflow version makes MIGRATED."""
     import airflow
 
+    version, db = airflow.__version__, airflow_db()
     home().mkdir(parents=True, exist_ok=True)
-    if _migrated(airflow.__version__):
+    if _migrated(version):
         return
-    print("stack: migrating Airflow's metadata database (first time: ~30 s)", flush=True)
-    airflow_bin = str(venv_bin() / "airflow")
-    proc = subprocess.run([airflow_bin, "db", "migrate"], env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise StackError(f"airflow db migrate failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
-    _stamp(airflow.__version__).touch()
+    with open(home() / ".migrate.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one migration or copy at a time (tests start them side by side)
+        template, fresh = home() / f".migrated-template-{version}", not _has_schema(db)
+        if fresh and template.exists() and _has_schema(MIGRATED):
+            print(f"stack: Airflow's metadata database {db}: a copy of {MIGRATED}, migrated", flush=True)
+            postgres.copy_database(MIGRATED, db)
+        else:
+            print("stack: migrating Airflow's metadata database (first time: ~30 s)", flush=True)
+            proc = subprocess.run([str(venv_bin() / "airflow"), "db", "migrate"], env=env, capture_output=True,
+                                  text=True)
+            if proc.returncode != 0:
+                raise StackError(f"airflow db migrate failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+            if fresh:  # as the migration left it: nothing has used it, no session holds it
+                postgres.copy_database(db, MIGRATED)
+                template.touch()
+        _stamp(version).touch()
 
 
 def status() -> str:

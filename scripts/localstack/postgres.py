@@ -169,6 +169,13 @@ def _ensure_role_and_databases() -> None:
             _admin(f"create database {db} owner {PIPELINE_ROLE}")
 
 
+def copy_database(source: str, target: str) -> None:
+    """`target` anew, as a copy of `source` (CREATE DATABASE ... TEMPLATE), owned by the
+    pipeline's role. No session may be connected to either meanwhile."""
+    _admin(f"drop database if exists {target}")
+    _admin(f"create database {target} template {source} owner {PIPELINE_ROLE}")
+
+
 def up() -> None:
     port = Ports.from_env().postgres
     bin_ = ensure_installed()

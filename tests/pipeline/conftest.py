@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -16,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import support
+from warm_airflow import dags_test
 
 ROOT = Path(__file__).resolve().parents[2]
 DAG_ID = "orders_daily_totals"
@@ -44,12 +43,8 @@ def orders_data(tmp_path) -> Path:
 @pytest.fixture
 def run_dag(orders_data):
     def run(conf: dict, dag_id: str = DAG_ID) -> DagRun:
-        # DAGs this run registers are unpaused, as the assets tests need the downstream DAG
-        # (Airflow queues asset events only for a DAG that is not paused; airflow_db.clear_queue).
-        env = {**os.environ, "ORDERS_DATA": str(orders_data), "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False"}
-        airflow = Path(sys.executable).parent / "airflow"
-        proc = subprocess.run([str(airflow), "dags", "test", dag_id, "-c", json.dumps(conf)],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+        proc = dags_test([dag_id, "-c", json.dumps(conf)], {**os.environ, "ORDERS_DATA": str(orders_data)}, ROOT,
+                         timeout=900)
         output = proc.stdout + proc.stderr
         finished = re.findall(r"DagRun Finished: .*? run_id=(\S+), .*? state=(\w+)", output)
         assert finished, f"the DAG run did not finish (exit {proc.returncode}):\n{output[-4000:]}"

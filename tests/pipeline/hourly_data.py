@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -17,6 +15,7 @@ from pathlib import Path
 import psycopg2
 
 import support
+from warm_airflow import dags_test
 from expected import _valid as valid_order  # the daily example's rules, as docs/example.md states them
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,11 +39,9 @@ class HourRun:
 def run_hour(orders_data: Path, hour: datetime, conf: dict | None = None) -> HourRun:
     """A run of the hourly DAG that loads [hour, hour + 1h): a manual run's data interval
     is the last whole hour before its logical date, so the logical date is the hour's end."""
-    env = {**os.environ, "ORDERS_DATA": str(orders_data)}
-    airflow = Path(sys.executable).parent / "airflow"
     logical = (hour + timedelta(hours=1)).isoformat()
-    proc = subprocess.run([str(airflow), "dags", "test", DAG_ID, logical, "-c", json.dumps(conf or {})],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    proc = dags_test([DAG_ID, logical, "-c", json.dumps(conf or {})], {**os.environ, "ORDERS_DATA": str(orders_data)},
+                     ROOT, timeout=900)
     output = proc.stdout + proc.stderr
     finished = re.findall(r"DagRun Finished: .*? run_id=(\S+), .*? state=(\w+)", output)
     assert finished, f"the DAG run did not finish (exit {proc.returncode}):\n{output[-4000:]}"

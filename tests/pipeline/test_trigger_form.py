@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import psycopg2
 import pytest
 from airflow.dag_processing.dagbag import DagBag
+
+from warm_airflow import dags_test
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,9 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
     ({"min_rows": -1}, "Invalid input for param min_rows: -1 is less than the minimum of 0"),
 ])
 def test_bad_params_are_refused_with_the_params_name(conf, message):
-    airflow = Path(sys.executable).parent / "airflow"
-    proc = subprocess.run([str(airflow), "dags", "test", "orders_daily_totals", "-c", json.dumps(conf)],
-                          cwd=ROOT, env=os.environ, capture_output=True, text=True, timeout=300)
+    proc = dags_test(["orders_daily_totals", "-c", json.dumps(conf)], dict(os.environ), ROOT, timeout=300)
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert message in output

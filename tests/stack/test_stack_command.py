@@ -4,9 +4,12 @@ Uses its own folders and ports, so the stack (and the cluster) the other tests u
 """
 
 import os
+import re
 import subprocess
+from contextlib import closing
 from pathlib import Path
 
+import psycopg2
 import pytest
 
 ROOT = Path(__file__).parents[2]
@@ -15,6 +18,12 @@ ROOT = Path(__file__).parents[2]
 def _stack(env, *args):
     return subprocess.run([str(ROOT / "scripts" / "stack"), *args], env=env,
                           capture_output=True, text=True, timeout=600)
+
+
+def _alembic_version(dsn: str, db: str) -> str | None:
+    with closing(psycopg2.connect(dsn.rsplit("/", 1)[0] + f"/{db}")) as conn, conn.cursor() as cur:
+        cur.execute("select version_num from alembic_version")
+        return cur.fetchone()[0]
 
 
 def _processes_using(folder: Path) -> list[str]:
@@ -51,6 +60,13 @@ def test_up_twice_status_down(tmp_path):
         for name in ("TWOPHASE_PG_DSN", "TWOPHASE_KAFKA_BOOTSTRAP", "AIRFLOW_HOME"):
             assert f"export {name}=" in exports
         assert "127.0.0.1:56432" in exports and "127.0.0.1:59292" in exports
+
+        # A second metadata database (as the tests' Airflow has) is a copy of the migrated one.
+        copy = _stack({**env, "TWOPHASE_AIRFLOW_DB": "airflow_copy"}, "up")
+        assert copy.returncode == 0 and "airflow_copy: a copy of airflow_migrated" in copy.stdout, copy.stdout
+        assert "migrating" not in copy.stdout
+        dsn = re.search(r"export TWOPHASE_PG_DSN=(\S+)", exports).group(1).strip("'")
+        assert _alembic_version(dsn, "airflow_copy") == _alembic_version(dsn, "airflow") is not None
     finally:
         down = _stack(env, "down")
     assert down.returncode == 0, down.stdout + down.stderr

@@ -12,21 +12,19 @@ from __future__ import annotations
 
 import pytest
 
+import running_airflow
 from running_airflow import airflow_env, end_leftover_runs, unpause
 from support import stack
-
-_started_here = False  # this process started the running Airflow: it stops it too
 
 
 @pytest.fixture(scope="module")
 def airflow_ui():
     """(url, user, password) of a running Airflow, orders_daily_totals unpaused; started
     here if it was not up."""
-    global _started_here
     started = "UI up at" not in stack("status")
     if started:
         stack("airflow-up", env=airflow_env())
-        _started_here = True
+        running_airflow.started_here = True
     url, _, user, _, password = stack("login").split()
     unpause(url, user, password, just_started=started)
     yield url, user, password
@@ -47,8 +45,7 @@ def pytest_runtest_teardown(item, nextitem):
     """After the last `ui` test in a row (its fixtures torn down), stop the Airflow this
     process started: idle, it still takes CPU from the tests that follow."""
     result = yield
-    global _started_here
-    if _started_here and (nextitem is None or nextitem.get_closest_marker("ui") is None):
+    if running_airflow.started_here and (nextitem is None or nextitem.get_closest_marker("ui") is None):
         stack("airflow-down")
-        _started_here = False
+        running_airflow.started_here = False
     return result

@@ -22,6 +22,7 @@ from twophase.spec import Connections
 from twophase.states import State
 
 TEST_DB = "airflow_ui_tests"
+started_here = False  # this process started the tests' Airflow (tests/ui/conftest.py): it stops it too
 UNPAUSED = ("orders_daily_totals",)
 RECOVERED = "ui_tests_recovery"
 

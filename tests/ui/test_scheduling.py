@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+import running_airflow
 from airflow_api import AirflowApi
 from orders_sample.generate import generate
 from running_airflow import RECOVERED, UNPAUSED, airflow_env, unpause
@@ -24,9 +25,11 @@ SCHEDULED = ("orders_daily_totals", "customer_totals_downstream", "twophase_reco
 
 @pytest.fixture(scope="module")
 def scheduler_with_short_schedule(pg_dsn):
-    """Airflow restarted with the pipeline on a 2-minute schedule; put back as it was after.
-    Yields when it restarted, the loads that had committed today before, and the API."""
-    was_up = "UI up at" in stack("status")
+    """Airflow restarted with the pipeline on a 2-minute schedule, and stopped after: a
+    later test that needs it starts it again (tests/ui/conftest.py), an Airflow a person
+    had up is started again at once. Yields when it restarted, the loads that had
+    committed today before, and the API."""
+    persons = "UI up at" in stack("status") and not running_airflow.started_here
     stack("airflow-down")
     today = datetime.now(timezone.utc).date()
     committed_before = [x for x in TransactionLog(pg_dsn).recent(1000, "orders_daily_totals")
@@ -41,7 +44,8 @@ def scheduler_with_short_schedule(pg_dsn):
     for dag_id in set(SCHEDULED) - set(UNPAUSED):  # as they were: paused
         api.pause(dag_id)
     stack("airflow-down")
-    if was_up:
+    running_airflow.started_here = False
+    if persons:
         stack("airflow-up", env=airflow_env())
 
 
