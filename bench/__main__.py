@@ -44,6 +44,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-iceberg", action="store_true",
                         help="skip the Iceberg figures (staging beside pyarrow alone, commit)")
     parser.add_argument("--quick", action="store_true", help="smoke run: sizes 5000,20000, 1 repetition")
+    parser.add_argument("--no-warm-up", action="store_true",
+                        help=f"skip each shape's warm-up repetition on {WARM_UP_ROWS:,} rows (not recorded): the "
+                             "first recorded repetition then pays the JVM's warm-up (the tests' toy run)")
     parser.add_argument("--note", default="", help="a line for the report (e.g. what else ran on the machine)")
     parser.add_argument("--results", type=Path, default=RESULTS,
                         help="the folder of the reports (default bench/results; the tests' toy runs use their own)")
@@ -122,11 +125,12 @@ def main(argv: list[str]) -> None:
     runs: list[Run] = []
     try:
         for shape in args.shapes:
-            warm = Dataset.load(spark, shape, WARM_UP_ROWS, args.partitions)
-            print(f"bench: {shape}: warm-up on {WARM_UP_ROWS:,} rows (not recorded)", flush=True)
-            one_rep(warm, conns, log, sampler, with_limits=False, with_breakdown=not args.no_breakdown,
-                    with_iceberg=not args.no_iceberg)
-            warm.drop()
+            if not args.no_warm_up:
+                warm = Dataset.load(spark, shape, WARM_UP_ROWS, args.partitions)
+                print(f"bench: {shape}: warm-up on {WARM_UP_ROWS:,} rows (not recorded)", flush=True)
+                one_rep(warm, conns, log, sampler, with_limits=False, with_breakdown=not args.no_breakdown,
+                        with_iceberg=not args.no_iceberg)
+                warm.drop()
             for rows in args.sizes:
                 data = Dataset.load(spark, shape, rows, args.partitions)
                 if not args.no_limits:

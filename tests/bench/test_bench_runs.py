@@ -39,7 +39,7 @@ def bench(*args: str, timeout: float = 900, env: dict | None = None) -> str:
 
 
 def test_the_main_bench(tmp_path):
-    out = bench("bench", "--sizes", "3000", "--reps", "1", "--results", str(tmp_path))
+    out = bench("bench", "--sizes", "3000", "--reps", "1", "--no-warm-up", "--results", str(tmp_path))
     assert f"report written to {tmp_path}" in out, out
     report = (tmp_path / "latest.md").read_text()
     for shape in ("narrow", "wide"):
