@@ -33,7 +33,7 @@ from .spec import Connections, LoadSpec
 from .states import TERMINAL, State
 from .audit import PASS, AuditInput, AuditReport
 from .audit.report import audit_reasons
-from .voting import reasons_to_abort
+from .voting import claim_problems, owned, reasons_to_abort
 from .votes import Vote
 
 
@@ -183,8 +183,8 @@ def _prepare(log: TransactionLog, load: Load, parts: list[Participant], df, metr
     try:
         log.set_expected(load_id, staged.expected, metrics, rows=staged.expected.get(load.spec().targets[0].name),
                          attempt=attempt)
-        votes = [p.prepare(stagings[p.name].marks, staged.reports[p.name],
-                           {t: staged.expected[t] for t in p.targets}) for p in parts]
+        votes = [owned(p.prepare(stagings[p.name].marks, staged.reports[p.name],
+                                 {t: staged.expected[t] for t in p.targets}), p.name) for p in parts]
         for v in votes:
             log.record_vote(load_id, v, attempt)
         failpoints.hit("coordinator.votes_logged")
@@ -305,12 +305,12 @@ def _vote(log: TransactionLog, load: Load, parts: list[Participant], rules, requ
                    else "prepare did not finish (the Spark job failed or was never run)"]
     else:
         votes = log.votes(load_id)
-        reasons = reasons_to_abort([p.name for p in parts], votes, _expected(load), list(rules), load.metrics,
-                                   load.expected_rows)
+        reasons = reasons_to_abort({p.name: p.targets for p in parts}, votes, _expected(load), list(rules),
+                                   load.metrics, load.expected_rows)
         reasons += audit_reasons(load.audit, require_audit)
         reasons += approval.reasons_to_abort(load.approval, require_approval)
         if not reasons:
-            reasons = _over_budget(log, load, parts, votes) or _make_ready(log, load_id, parts, votes)
+            reasons = _over_budget(log, load, parts, votes) or _make_ready(log, load, parts, votes)
     try:
         if reasons:
             decided, _ = log.transition(load_id, State.ABORTING, expect=[State.PREPARING, State.PREPARED],
@@ -353,16 +353,19 @@ def _over_budget(log: TransactionLog, load: Load, parts: list[Participant], vote
     return reasons
 
 
-def _make_ready(log: TransactionLog, load_id: str, parts: list[Participant], votes: dict[str, Vote]) -> list[str]:
+def _make_ready(log: TransactionLog, load: Load, parts: list[Participant], votes: dict[str, Vote]) -> list[str]:
     """Every participant's ready(), in commit order, its readied vote logged; the
     reasons to abort ([] when all are ready). A server down raises (RetryLater, the load
     still PREPARED: a retried vote readies again); any other error of ready is a reason to
-    abort (aborting is always safe before the decision, and abort undoes what ready took)."""
+    abort (aborting is always safe before the decision, and abort undoes what ready took).
+    The readied vote is what commit reads, so its claims are checked again as the vote's
+    were (voting.claim_problems): the same participant, the same rows Spark computed."""
+    load_id = load.load_id
     log.mark_exposed(load_id)
     reasons = []
     for p in commit_order(parts):
         try:
-            readied = p.ready(votes[p.name])
+            readied = owned(p.ready(votes[p.name]), p.name)
         except ServerUnreachable:
             raise
         except Exception as exc:  # noqa: BLE001 - see above
@@ -372,6 +375,9 @@ def _make_ready(log: TransactionLog, load_id: str, parts: list[Participant], vot
             log.record_vote(load_id, readied)
         if not readied.yes:
             reasons.append(f"{p.name} is not ready: {readied.reason}")
+        else:
+            reasons += [f"after ready: {why}" for why in
+                        claim_problems(p.name, p.targets, readied, _expected(load) or {})]
     failpoints.hit("coordinator.readied")
     return reasons
 

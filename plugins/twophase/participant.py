@@ -41,6 +41,12 @@ Rules every implementation keeps (the contract suite, tests/contract, checks the
   commit's end) is ready() plus phase 2. ready() is repeatable (a retried vote runs it
   again) and votes no, naming it, when staging was lost while the load waited (a crash
   restart empties unlogged tables, retention deletes staged records).
+- A vote is the participant's own (`participant` is its name) and a yes vote counts exactly
+  its targets (`counts`, one per target, adding up to `count`). The coordinator checks both,
+  and each target's count against the rows Spark computed, on the vote of prepare and again
+  on the vote ready returns (voting.claim_problems): a vote that fails is a reason to abort,
+  and one under another participant's name is logged as this participant's no
+  (voting.owned), never in the other's place.
 - commit after abort, and abort after commit, return FAILED naming why; they never act.
 - commit and abort return an Outcome on every branch they know. An exception they did not
   expect is mapped to an outcome in one place (`outcome_of`), never escapes raw.

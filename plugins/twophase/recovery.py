@@ -10,7 +10,9 @@
   of one pipeline sweeps only the staging of its own loads (their ids begin with its name).
 - The quarantine's retention: rejected lines kept longer than `quarantine_retention`
   (default 7 days) are deleted (only the pipeline's, when one is given).
-Every step is idempotent, so recovery may run while pipelines run, and run again.
+Every step is idempotent, so recovery may run while pipelines run, and run again. Each
+load is resolved on its own: whatever one raises (a race with its pipeline's own step, a
+bug) is that load's action, "left to its pipeline" or "failed", and the others go on.
 A server that is down leaves its loads as "retry later" (one line naming it); with the
 log's own Postgres down, recover raises PostgresUnreachable (one line) instead.
 """
@@ -21,10 +23,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from . import approval, coordinator, quarantine
-from .errors import MissingPrivilege
+from .errors import MissingPrivilege, root_cause
 from .log import StateConflict, TransactionLog
 from .spec import Connections
-from .states import State
+from .states import IllegalTransition, State
 
 DEFAULT_DEADLINE = timedelta(hours=2)
 
@@ -74,8 +76,10 @@ def _resolve(log, conns, load, deadline, now) -> Action:
         return Action(lid, "retry later", str(exc))
     except (coordinator.LoadAborted, coordinator.ProtocolViolation, MissingPrivilege) as exc:
         return Action(lid, "failed", str(exc))
-    except StateConflict as exc:  # another actor (the load's own vote or commit) moved it meanwhile
+    except (StateConflict, IllegalTransition) as exc:  # another actor (its own vote or commit) moved it meanwhile
         return Action(lid, "left to its pipeline", f"it changed while recovery looked at it: {exc}")
+    except Exception as exc:  # noqa: BLE001 - one load's failure must not stop the others' recovery
+        return Action(lid, "failed", f"recovery could not resolve it: {root_cause(exc)}")
 
 
 def _clean_orphans(log: TransactionLog, conns: Connections, pipeline: str | None) -> list[Action]:

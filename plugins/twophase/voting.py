@@ -7,8 +7,8 @@ checks (the prepared transaction exists, the staged ranges are still there).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Mapping, Protocol
+from dataclasses import dataclass, replace
+from typing import Mapping, Protocol, Sequence
 
 from .votes import Vote
 
@@ -71,12 +71,13 @@ class MaxSkippedFiles:
                 f"{names}{more}")
 
 
-def reasons_to_abort(planned: list[str], votes: dict[str, Vote], expected: Mapping[str, int] | None,
-                     rules: list[QualityRule] = (), metrics: Mapping[str, float] | None = None,
-                     expected_rows: int | None = None) -> list[str]:
-    """Every reason the load must not commit. `expected`: Spark's rows per target (each
-    vote's per-target counts must match them exactly); `expected_rows`, what the quality
-    rules judge (default: the largest target's rows)."""
+def reasons_to_abort(planned: Mapping[str, Sequence[str]], votes: dict[str, Vote],
+                     expected: Mapping[str, int] | None, rules: list[QualityRule] = (),
+                     metrics: Mapping[str, float] | None = None, expected_rows: int | None = None) -> list[str]:
+    """Every reason the load must not commit. `planned`: each participant's targets;
+    `expected`: Spark's rows per target (each yes vote's claims are checked against them:
+    claim_problems); `expected_rows`, what the quality rules judge (default: the largest
+    target's rows)."""
     reasons = []
     for name in planned:
         vote = votes.get(name)
@@ -90,11 +91,9 @@ def reasons_to_abort(planned: list[str], votes: dict[str, Vote], expected: Mappi
     if expected is None:
         reasons.append("Spark's row count was not recorded")
     else:
-        for vote in votes.values():
-            for target, count in vote.counts_or_total().items():
-                if count != expected.get(target):
-                    reasons.append(f"{vote.participant} staged {count} for {target}, but Spark computed "
-                                   f"{expected.get(target, 'nothing')}")
+        for name, vote in votes.items():
+            if vote.yes:
+                reasons += claim_problems(name, planned.get(name, ()), vote, expected)
     if not reasons:
         rows = expected_rows if expected_rows is not None else max(expected.values(), default=0)
         for rule in rules:
@@ -102,3 +101,43 @@ def reasons_to_abort(planned: list[str], votes: dict[str, Vote], expected: Mappi
             if reason:
                 reasons.append(reason)
     return reasons
+
+
+def claim_problems(name: str, targets: Sequence[str], vote: Vote, expected: Mapping[str, int]) -> list[str]:
+    """What is wrong with a yes vote's claims ([] when nothing): it must be the vote of
+    participant `name`, count every one of its targets and nothing else, its counts must
+    add up to its total, and each must be the rows Spark computed for that target. A vote
+    logged before votes carried per-target counts has its total compared with `expected`
+    under the participant's name (the log's old form)."""
+    if vote.participant != name:
+        return [f"the vote of {name} names another participant, {vote.participant}"]
+    if not vote.counts:
+        if name in expected:  # the old form
+            return [] if vote.count == expected[name] else [
+                f"{name} staged {vote.count} for {name}, but Spark computed {expected[name]}"]
+        return [f"{name} voted yes without its rows per target"]
+    problems = []
+    missing, extra = sorted(set(targets) - set(vote.counts)), sorted(set(vote.counts) - set(targets))
+    if missing:
+        problems.append(f"{name} voted yes but counted nothing for {', '.join(missing)}")
+    if extra:
+        problems.append(f"{name} counted rows for {', '.join(extra)}, which it does not write")
+    if sum(vote.counts.values()) != vote.count:
+        problems.append(f"{name}'s rows per target add up to {sum(vote.counts.values())}, but its total is "
+                        f"{vote.count}")
+    for target, count in vote.counts.items():
+        if target in targets and count != expected.get(target):
+            problems.append(f"{name} staged {count} for {target}, but Spark computed "
+                            f"{expected.get(target, 'nothing')}")
+    return problems
+
+
+def owned(vote: Vote, name: str) -> Vote:
+    """The vote a hook of participant `name` returned, as the log may keep it under that
+    name: unchanged when it is that participant's, else turned no (keeping what its
+    commit and abort would read, so that the abort releases what the hook took). A vote
+    under another's name would replace that participant's vote in the log."""
+    if vote.participant == name:
+        return vote
+    return replace(vote, participant=name, yes=False,
+                   reason=f"its vote names another participant, {vote.participant}")

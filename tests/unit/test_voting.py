@@ -1,12 +1,15 @@
 """The vote's pure logic."""
 
+from dataclasses import replace
+
 import pytest
 
-from twophase.voting import MaxRejectedShare, MaxSkippedFiles, MinRows, reasons_to_abort
+from twophase.voting import MaxRejectedShare, MaxSkippedFiles, MinRows, owned, reasons_to_abort
 from twophase.votes import Vote
 
-PLANNED = ["postgres", "kafka"]
+PLANNED = {"postgres": ("shop.orders", "shop.daily"), "kafka": ("orders",)}
 EXPECTED = {"postgres": 10, "kafka": 10}  # votes logged without per-target counts: one per participant
+PER_TARGET = {"shop.orders": 10, "shop.daily": 4, "orders": 10}
 
 
 def votes(pg=(True, 10), kafka=(True, 10)):
@@ -31,7 +34,7 @@ def test_a_missing_vote_aborts():
 def test_an_unplanned_vote_aborts():
     v = {**votes(), "s3": Vote("s3", True, 10)}
     assert reasons_to_abort(PLANNED, v, EXPECTED) == ["unexpected vote from s3, which is not a planned participant",
-                                                      "s3 staged 10 for s3, but Spark computed nothing"]
+                                                      "s3 voted yes without its rows per target"]
 
 
 def test_counts_must_match_what_spark_computed():
@@ -40,6 +43,40 @@ def test_counts_must_match_what_spark_computed():
 
 def test_unknown_spark_count_aborts():
     assert reasons_to_abort(PLANNED, votes(), None) == ["Spark's row count was not recorded"]
+
+
+def claims(**changes) -> dict[str, Vote]:
+    """Sound votes with per-target counts, each changed as given (a field: its value)."""
+    sound = {"postgres": Vote("postgres", True, 14, counts={"shop.orders": 10, "shop.daily": 4}),
+             "kafka": Vote("kafka", True, 10, counts={"orders": 10})}
+    return {name: replace(vote, **changes.get(name, {})) for name, vote in sound.items()}
+
+
+@pytest.mark.parametrize("changes, reasons", [
+    ({}, []),
+    ({"postgres": {"participant": "kafka"}}, ["the vote of postgres names another participant, kafka"]),
+    ({"postgres": {"count": 10, "counts": {"shop.orders": 10}}},
+     ["postgres voted yes but counted nothing for shop.daily"]),
+    ({"kafka": {"count": 20, "counts": {"orders": 10, "shop.daily": 10}}},
+     ["kafka counted rows for shop.daily, which it does not write"]),
+    ({"postgres": {"count": 20}}, ["postgres's rows per target add up to 14, but its total is 20"]),
+    ({"postgres": {"count": 13, "counts": {"shop.orders": 9, "shop.daily": 4}}},
+     ["postgres staged 9 for shop.orders, but Spark computed 10"]),
+    ({"kafka": {"counts": {}}}, ["kafka voted yes without its rows per target"]),
+])
+def test_a_yes_vote_is_held_to_every_claim_it_makes(changes, reasons):
+    """A yes vote names its own participant, counts exactly its targets, adds up to its
+    total, and matches what Spark computed target by target: a vote that leaves a target
+    out would commit that target with whatever it holds."""
+    assert reasons_to_abort(PLANNED, claims(**changes), PER_TARGET) == reasons
+
+
+def test_a_vote_under_another_name_is_owned_as_a_no():
+    liar = Vote("kafka", True, 10, committable={"gid": "g"}, counts={"orders": 10})
+    kept = owned(liar, "postgres")
+    assert (kept.participant, kept.yes, kept.committable) == ("postgres", False, {"gid": "g"})
+    assert kept.reason == "its vote names another participant, kafka"
+    assert owned(liar, "kafka") is liar
 
 
 def test_quality_rules_run_only_when_votes_are_sound():
