@@ -83,6 +83,20 @@ def test_thresholds_and_verdicts():
         RowCount(T, warn=5)
 
 
+@pytest.mark.parametrize("pair, named", [
+    ((float("nan"), 1), "bounds min must be a number or None, not nan"),
+    ((0, float("nan")), "bounds max must be a number or None, not nan"),
+    (("0", 1), "bounds min must be a number or None, not '0'"),
+    ((0, True), "bounds max must be a number or None, not True"),
+])
+def test_a_threshold_that_is_no_number_is_refused_where_the_rule_is_made(pair, named):
+    """In a DAG file, the parse fails naming it, rather than the audit failing later with
+    a rule that can only say error (NaN compares false with everything)."""
+    with pytest.raises(SpecError, match=named):
+        RowCount(T, error=pair)
+    assert RowCount(T, error=(0, float("inf"))).error.holds(10**12)
+
+
 def test_the_report_follows_its_schema_and_the_vote_reads_its_errors():
     rules = [RowCount(T, warn=(20, None)), NullShare(T, "amount", error=(None, 0.05)), RejectedShare(),
              SqlRule("sql", T, "select 1 from {staged}")]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
 from ..errors import SpecError
@@ -18,6 +20,13 @@ class Bounds:
     max: float | None = None
 
     def __post_init__(self):
+        # Checked where the rule is made (a DAG file: its parse fails naming it), not when
+        # the audit runs: a NaN bound holds for no value and would only say "error".
+        for side in ("min", "max"):
+            value = getattr(self, side)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)
+                                      or math.isnan(value)):
+                raise SpecError(f"bounds {side} must be a number or None, not {value!r}")
         if self.min is not None and self.max is not None and self.min > self.max:
             raise SpecError(f"bounds min {self.min} is above max {self.max}")
 
