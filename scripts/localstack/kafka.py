@@ -139,6 +139,12 @@ def transactions_ready(servers: str | None = None) -> bool:
         return False
 
 
+def java_options() -> list[str]:
+    """A node's extra JVM options, from TWOPHASE_KAFKA_JAVA_OPTIONS (scripts/test sets some
+    that start and run a node of small loads on less CPU)."""
+    return os.environ.get("TWOPHASE_KAFKA_JAVA_OPTIONS", "").split()
+
+
 def up() -> None:
     ports = Ports.from_env()
     ensure_jars()
@@ -149,7 +155,7 @@ def up() -> None:
         if port_open(ports.kafka):
             raise StackError(f"port {ports.kafka} is taken by another program; set TWOPHASE_KAFKA_PORT")
         print(f"stack: starting Kafka on {bootstrap()}", flush=True)
-        java = ["java", "-Xms256m", "-Xmx1g", "-XX:+UseG1GC",
+        java = ["java", "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", *java_options(),
                 f"-Dlog4j2.configurationFile={home() / 'log4j2.properties'}",
                 "-cp", classpath(), MAIN_CLASS, str(config)]
         start_detached(java, pidfile(), logfile())

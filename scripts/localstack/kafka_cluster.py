@@ -83,7 +83,7 @@ def _start(node: int, config: Path) -> None:
     if port_open(port):
         raise StackError(f"port {port} is taken by another program; set TWOPHASE_KAFKA_CLUSTER_PORT")
     print(f"stack: starting Kafka cluster node {node} on 127.0.0.1:{port}", flush=True)
-    java = ["java", "-Xms128m", "-Xmx512m", "-XX:+UseG1GC",
+    java = ["java", "-Xms128m", "-Xmx512m", "-XX:+UseG1GC", *kafka.java_options(),
             f"-Dlog4j2.configurationFile={node_dir(node) / 'log4j2.properties'}",
             "-cp", kafka.classpath(), kafka.MAIN_CLASS, str(config)]
     start_detached(java, pidfile(node), logfile(node))

@@ -165,6 +165,21 @@ def test_a_commit_whose_outcome_is_unknown_is_resolved_by_the_snapshot_log(spark
     assert iceberg_leftovers(lake, spec.load_id) == []
 
 
+def test_the_sweep_after_an_abort_says_it_removed_the_aborts_mark(spark, txlog, lake, lake_conns, unique_name):
+    """An abort deletes the staged files and leaves its mark (a late commit refuses); the
+    sweep that removes the mark says so, not that it found orphan staged files."""
+    spec = spec_for(lake, None, unique_name)
+    coordinator.begin(txlog, spec)
+    coordinator.prepare(txlog, lake_conns, spec.load_id, make_df(spark, 30, day=DAY))
+    coordinator.rollback(txlog, lake_conns, spec.load_id, reason="rejected (test)")
+    assert txlog.get(spec.load_id).state == State.ABORTED
+    actions = [a for a in recovery.recover(txlog, lake_conns, pipeline=spec.pipeline) if a.load_id == spec.load_id]
+    assert [a.action for a in actions] == ["abort's mark removed"], actions
+    assert "_ABORTED of attempt 1 of iceberg table" in actions[0].detail
+    assert iceberg_leftovers(lake, spec.load_id) == []
+    assert recovery.recover(txlog, lake_conns, pipeline=spec.pipeline) == []
+
+
 def test_spark_with_icebergs_own_runtime_reads_what_the_load_committed(spark, txlog, lake, lake_conns, unique_name):
     """An independent reader: `scripts/stack iceberg-sql` (Spark SQL with Iceberg's Java
     runtime, through Iceberg's JDBC catalog on the same database) counts the load's rows."""

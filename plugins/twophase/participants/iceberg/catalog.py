@@ -161,15 +161,15 @@ def delete_files(uris: list[str]) -> None:
             pass
 
 
-def delete_dir(directory: str) -> int:
-    """Delete a staging directory with its files; the number of files it held."""
+def delete_dir(directory: str) -> list[str]:
+    """Delete a staging directory with its files; the names of the files it held."""
     files = staged_files(directory)
     fs, path = filesystem(directory)
     try:
         fs.delete_dir(path)
     except FileNotFoundError:
         pass
-    return len(files)
+    return [uri.rsplit("/", 1)[-1] for uri in files]
 
 
 def staging_dirs(table) -> dict[str, list[int]]:

@@ -335,10 +335,14 @@ class IcebergParticipant(Participant):
                     else:
                         stray = attempts if state in (None, State.ABORTED) else []
                     for attempt in stray:
-                        deleted = delete_dir(staging_dir(table, lid, attempt))
-                        swept.append(Swept(lid, "orphan staged files deleted",
-                                           f"{deleted} files of attempt {attempt} of iceberg table "
-                                           f"{'.'.join(identifier)}; load {'unknown' if state is None else state}"))
+                        data = [f for f in delete_dir(staging_dir(table, lid, attempt)) if f != ABORTED_MARK]
+                        where = f"attempt {attempt} of iceberg table {'.'.join(identifier)}"
+                        if data:
+                            swept.append(Swept(lid, "orphan staged files deleted", f"{len(data)} files of {where}; "
+                                               f"load {'unknown' if state is None else state}"))
+                        else:  # what an abort leaves: its mark, the staged files already deleted
+                            swept.append(Swept(lid, "abort's mark removed", f"{ABORTED_MARK} of {where}, whose "
+                                               "staged files the abort deleted"))
         return swept
 
 
