@@ -8,7 +8,7 @@
   or in the Python worker's traceback that the Java exception's message carries.
 - ServerUnreachable (KafkaUnreachable, PostgresUnreachable): a server did not answer. Every
   step maps it to "retry later" (coordinator.RetryLater, Outcome RETRY_LATER) with its
-  one-line message, e.g. "Kafka at 127.0.0.1:59092 is unreachable: Connect to ... refused".
+  one-line message, e.g. "Kafka at 127.0.0.1:19092 is unreachable: Connect to ... refused".
   `servers()` turns the raw client errors that mean so into these, in one place.
 - MissingPrivilege: a Postgres role lacks a grant (Terminal); `servers()` also turns
   Postgres' "permission denied" into it, naming the grant (twophase.privileges).

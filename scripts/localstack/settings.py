@@ -82,10 +82,10 @@ class Ports:
     @classmethod
     def from_env(cls) -> "Ports":
         return cls(
-            postgres=int(os.environ.get("TWOPHASE_PG_PORT", "55432")),
-            kafka=int(os.environ.get("TWOPHASE_KAFKA_PORT", "59092")),
-            kafka_controller=int(os.environ.get("TWOPHASE_KAFKA_CONTROLLER_PORT", "59093")),
-            airflow=int(os.environ.get("TWOPHASE_AIRFLOW_PORT", "58080")),
+            postgres=int(os.environ.get("TWOPHASE_PG_PORT", "15432")),
+            kafka=int(os.environ.get("TWOPHASE_KAFKA_PORT", "19092")),
+            kafka_controller=int(os.environ.get("TWOPHASE_KAFKA_CONTROLLER_PORT", "19093")),
+            airflow=int(os.environ.get("TWOPHASE_AIRFLOW_PORT", "18080")),
         )
 
 
@@ -143,14 +143,14 @@ class ClusterPorts:
         def port(name: str, default: int) -> int:
             return int(os.environ.get(name, str(default)))
 
-        master = port("TWOPHASE_SPARK_MASTER_PORT", 57077)
-        kafka = port("TWOPHASE_KAFKA_CLUSTER_PORT", 59192)
-        controller = port("TWOPHASE_KAFKA_CLUSTER_CONTROLLER_PORT", 59195)
+        master = port("TWOPHASE_SPARK_MASTER_PORT", 17077)
+        kafka = port("TWOPHASE_KAFKA_CLUSTER_PORT", 19192)
+        controller = port("TWOPHASE_KAFKA_CLUSTER_CONTROLLER_PORT", 19195)
         nodes = range(len(KAFKA_CLUSTER_NODES))
         return cls(
             spark_master=master,
-            spark_master_ui=port("TWOPHASE_SPARK_MASTER_UI_PORT", 57080),
-            spark_worker_ui=port("TWOPHASE_SPARK_WORKER_UI_PORT", 57081),
+            spark_master_ui=port("TWOPHASE_SPARK_MASTER_UI_PORT", 17080),
+            spark_worker_ui=port("TWOPHASE_SPARK_WORKER_UI_PORT", 17081),
             kafka=tuple(kafka + i for i in nodes),
             kafka_controllers=tuple(controller + i for i in nodes),
         )

@@ -1,7 +1,7 @@
 """The example DAG on the stack's Spark standalone cluster (docs/clusters.md, the recipe).
 
 The Spark connection `spark_default` of the DAG run is the stack's cluster connection: master
-spark://127.0.0.1:57077 in client deploy mode, executors on a worker that cannot see the
+spark://127.0.0.1:17077 in client deploy mode, executors on a worker that cannot see the
 checkout (its own Python from requirements-executor.txt, its own working folder). What
 executors read and write is on storage they share with the driver, as on a real cluster: the
 landing and rejects folders under ORDERS_DATA, and the warehouse of an Iceberg catalog of

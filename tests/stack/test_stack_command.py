@@ -43,7 +43,7 @@ def _processes_using(folder: Path) -> list[str]:
 def test_up_twice_status_down(tmp_path):
     folder = tmp_path / "stack"
     env = {**os.environ, "TWOPHASE_STACK_DIR": str(folder), "TWOPHASE_CLUSTER_DIR": str(tmp_path / "cluster"),
-           "TWOPHASE_PG_PORT": "56432", "TWOPHASE_KAFKA_PORT": "59292", "TWOPHASE_KAFKA_CONTROLLER_PORT": "59293"}
+           "TWOPHASE_PG_PORT": "16432", "TWOPHASE_KAFKA_PORT": "19292", "TWOPHASE_KAFKA_CONTROLLER_PORT": "19293"}
     try:
         first = _stack(env, "up")
         assert first.returncode == 0, first.stdout + first.stderr
@@ -53,13 +53,13 @@ def test_up_twice_status_down(tmp_path):
 
         status = _stack(env, "status")
         assert status.returncode == 0, status.stdout
-        assert "postgres  up, 127.0.0.1:56432" in status.stdout
-        assert "kafka     up, 127.0.0.1:59292" in status.stdout
+        assert "postgres  up, 127.0.0.1:16432" in status.stdout
+        assert "kafka     up, 127.0.0.1:19292" in status.stdout
 
         exports = _stack(env, "env").stdout
         for name in ("TWOPHASE_PG_DSN", "TWOPHASE_KAFKA_BOOTSTRAP", "AIRFLOW_HOME"):
             assert f"export {name}=" in exports
-        assert "127.0.0.1:56432" in exports and "127.0.0.1:59292" in exports
+        assert "127.0.0.1:16432" in exports and "127.0.0.1:19292" in exports
 
         # A second metadata database (as the tests' Airflow has) is a copy of the migrated one.
         copy = _stack({**env, "TWOPHASE_AIRFLOW_DB": "airflow_copy"}, "up")

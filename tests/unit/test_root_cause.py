@@ -131,9 +131,9 @@ def test_a_message_of_several_lines_is_one_line():
 
 def test_kafka_errors_that_mean_no_broker_answered():
     refused = KafkaException(KafkaError(KafkaError._TRANSPORT, "Failed to get metadata: Local: Broker transport failure"))
-    down = kafka_unreachable("127.0.0.1:59092", refused, "Connect to ipv4#127.0.0.1:59092 failed: Connection refused")
+    down = kafka_unreachable("127.0.0.1:19092", refused, "Connect to ipv4#127.0.0.1:19092 failed: Connection refused")
     assert isinstance(down, KafkaUnreachable)
-    assert str(down).startswith("Kafka at 127.0.0.1:59092 is unreachable: Connect to ipv4#127.0.0.1:59092 failed: "
+    assert str(down).startswith("Kafka at 127.0.0.1:19092 is unreachable: Connect to ipv4#127.0.0.1:19092 failed: "
                                 "Connection refused (Failed to get metadata")
     timed_out = kafka_unreachable("h:1", KafkaException(KafkaError(KafkaError._TIMED_OUT, "Local: Timed out")))
     assert str(timed_out).startswith("Kafka at h:1 did not answer in time: Local: Timed out")
@@ -142,13 +142,13 @@ def test_kafka_errors_that_mean_no_broker_answered():
 
 
 def test_postgres_errors_that_mean_the_server_is_down_never_show_the_password():
-    dsn = "host=127.0.0.1 port=55432 dbname=twophase user=twophase password=s3cret"
-    refused = psycopg2.OperationalError('connection to server at "127.0.0.1", port 55432 failed: Connection refused\n'
+    dsn = "host=127.0.0.1 port=15432 dbname=twophase user=twophase password=s3cret"
+    refused = psycopg2.OperationalError('connection to server at "127.0.0.1", port 15432 failed: Connection refused\n'
                                         "\tIs the server running on that host and accepting TCP/IP connections?\n")
     down = postgres_unreachable(dsn, refused)
     assert isinstance(down, PostgresUnreachable)
-    assert str(down).startswith('Postgres at 127.0.0.1:55432 is unreachable: connection to server at "127.0.0.1", '
-                                "port 55432 failed: Connection refused Is the server running")
+    assert str(down).startswith('Postgres at 127.0.0.1:15432 is unreachable: connection to server at "127.0.0.1", '
+                                "port 15432 failed: Connection refused Is the server running")
     assert "s3cret" not in str(down) and "\n" not in str(down)
     assert postgres_unreachable(dsn, psycopg2.DataError("bad value")) is None
 

@@ -94,7 +94,7 @@ class ConnectionLog:
 
 def _plain(message: str) -> str:
     """A librdkafka log line without its thread, broker and state decorations:
-    "[thrd:127.0.0.1:59092/bootstrap]: 127.0.0.1:59092/bootstrap: Connect to ipv4#127.0.0.1:59092
+    "[thrd:127.0.0.1:19092/bootstrap]: 127.0.0.1:19092/bootstrap: Connect to ipv4#127.0.0.1:19092
     failed: Connection refused (after 0ms in state CONNECT)" -> "Connect to ... refused"."""
     message = message.split("]: ", 1)[-1]
     message = re.sub(r"^\S+/(bootstrap|\d+): ", "", message)
@@ -124,7 +124,7 @@ def kafka_client(kind, bootstrap: str, **settings):
     """A Producer, Consumer or AdminClient (`kind`) configured by kafka_config. On exit
     its connection log is summarized and a Consumer is closed. A KafkaException that means
     no broker answered leaves as KafkaUnreachable: one line naming the servers and what
-    the client saw ("Connect to ipv4#127.0.0.1:59092 failed: Connection refused")."""
+    the client saw ("Connect to ipv4#127.0.0.1:19092 failed: Connection refused")."""
     conf = kafka_config(bootstrap, **settings)
     log, client = conf["logger"], kind(conf)
     how = "then it answered"
