@@ -106,15 +106,16 @@ def reasons_to_abort(planned: Mapping[str, Sequence[str]], votes: dict[str, Vote
 def claim_problems(name: str, targets: Sequence[str], vote: Vote, expected: Mapping[str, int]) -> list[str]:
     """What is wrong with a yes vote's claims ([] when nothing): it must be the vote of
     participant `name`, count every one of its targets and nothing else, its counts must
-    add up to its total, and each must be the rows Spark computed for that target. A vote
-    logged before votes carried per-target counts has its total compared with `expected`
-    under the participant's name (the log's old form)."""
+    add up to its total, and each must be the rows Spark computed for that target. A load
+    logged before targets had names has Spark's count under the participant's name (the
+    log's old form): a vote's total is compared with it, whatever its counts (a readied
+    vote of this release has them, the logged one does not)."""
     if vote.participant != name:
         return [f"the vote of {name} names another participant, {vote.participant}"]
+    if name in expected and not set(targets) & set(expected):  # the old form: one count per participant
+        return [] if vote.count == expected[name] else [
+            f"{name} staged {vote.count} for {name}, but Spark computed {expected[name]}"]
     if not vote.counts:
-        if name in expected:  # the old form
-            return [] if vote.count == expected[name] else [
-                f"{name} staged {vote.count} for {name}, but Spark computed {expected[name]}"]
         return [f"{name} voted yes without its rows per target"]
     problems = []
     missing, extra = sorted(set(targets) - set(vote.counts)), sorted(set(vote.counts) - set(targets))

@@ -71,6 +71,14 @@ def test_a_yes_vote_is_held_to_every_claim_it_makes(changes, reasons):
     assert reasons_to_abort(PLANNED, claims(**changes), PER_TARGET) == reasons
 
 
+def test_a_load_of_the_old_form_compares_each_total_even_of_a_vote_with_counts():
+    """A load logged before targets had names (Spark's count per participant), readied by
+    this release (its readied votes carry per-target counts): each total is compared."""
+    assert reasons_to_abort(PLANNED, claims(), {"postgres": 14, "kafka": 10}) == []
+    assert reasons_to_abort(PLANNED, claims(), {"postgres": 13, "kafka": 10}) == [
+        "postgres staged 14 for postgres, but Spark computed 13"]
+
+
 def test_a_vote_under_another_name_is_owned_as_a_no():
     liar = Vote("kafka", True, 10, committable={"gid": "g"}, counts={"orders": 10})
     kept = owned(liar, "postgres")
