@@ -19,6 +19,8 @@ import pytest
 # end of the run found its gateway gone.
 from core.spark_session import spark  # noqa: F401
 
+pytest_plugins = ["timeline"]  # each test's start and end per worker (tests/timeline.py)
+
 
 def _required_env(name: str) -> str:
     value = os.environ.get(name)
