@@ -104,7 +104,7 @@ def main(argv: list[str]) -> None:
     if args.render:
         render_again(Path(args.render), args.results)
         return
-    from twophase.log import TransactionLog
+    from twophase.log import PostgresLog
     from twophase.spec import Connections
 
     conns = Connections.from_env()
@@ -118,7 +118,7 @@ def main(argv: list[str]) -> None:
     scratch.sweep(conns.pg_dsn, conns.kafka_bootstrap)
     if not args.no_iceberg:
         iceberg.sweep()
-    log = TransactionLog(conns.pg_dsn)
+    log = PostgresLog(conns.pg_dsn)
     log.ensure_schema()
     meta["machine"] = machine.describe(spark, conns.pg_dsn)
     args.results.mkdir(parents=True, exist_ok=True)

@@ -29,7 +29,7 @@ import requests
 from orders_sample.generate import generate
 from twophase.approval import to_visible_s
 from twophase.ids import load_id_for
-from twophase.log import TransactionLog
+from twophase.log import PostgresLog, TransactionLog
 from twophase.spec import Connections
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,7 +96,7 @@ def main(argv=None) -> int:
                         "approving (default 10)")
     args = parser.parse_args(argv)
     conns = Connections.from_env()
-    txlog, airflow = TransactionLog(conns.pg_dsn), Airflow()
+    txlog, airflow = PostgresLog(conns.pg_dsn), Airflow()
     unpaused = airflow.call("PATCH", f"/dags/{DAG_ID}", json={"is_paused": False})
     unpaused.raise_for_status()
     print(f"{DAG_ID} unpaused (its triggered runs wait while it is paused)", file=sys.stderr, flush=True)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from orders_sample.generate import generate
 from twophase.ids import load_id_for
-from twophase.log import TransactionLog
+from twophase.log import PostgresLog, TransactionLog
 from twophase.participants.iceberg import catalog_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     base = {**os.environ, "ORDERS_DATA": str(data), "TWOPHASE_ICEBERG_CATALOG": json.dumps(catalog),
             "AIRFLOW_CONN_TWOPHASE_ICEBERG": json.dumps({"conn_type": "iceberg", "extra": catalog})}
     where = {"local": base, "cluster": {**base, "AIRFLOW_CONN_SPARK_DEFAULT": cluster}}
-    log = TransactionLog(os.environ["TWOPHASE_PG_DSN"])
+    log = PostgresLog(os.environ["TWOPHASE_PG_DSN"])
     runs: dict[str, list[dict]] = {"local": [], "cluster": []}
     try:
         for rep in range(args.reps):

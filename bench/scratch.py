@@ -123,11 +123,11 @@ def settle(log, conns, load_id: str) -> None:
 def sweep(dsn: str, bootstrap: str) -> None:
     """Leftovers of an interrupted run: bench loads still open are settled, then every
     bench table, topic and log entry is removed."""
-    from twophase.log import TransactionLog
+    from twophase.log import PostgresLog
     from twophase.spec import Connections
 
     conns = Connections(dsn, bootstrap)
-    log = TransactionLog(dsn)
+    log = PostgresLog(dsn)
     log.ensure_schema()
     for (load_id,) in _sql(dsn, "select load_id from twophase.loads where pipeline = %s", args=(PIPELINE,)):
         settle(log, conns, load_id)

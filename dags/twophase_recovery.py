@@ -1,7 +1,8 @@
 """twophase_recovery: resolves loads a crash left in doubt, every 10 minutes.
 
 Presumed abort for loads with no decision past the deadline (param, default 120
-minutes); re-drives commit or rollback for decided ones; cleans orphaned prepared
+minutes); re-drives commit or rollback for decided ones (and fails, naming them, when one
+still cannot finish past a limit: param, default 60 minutes); cleans orphaned prepared
 transactions and staging tables; deletes rejected lines kept in the quarantine longer
 than its retention (param, default 7 days). The param pipeline limits all of it to one
 pipeline (default: every pipeline, or the one TWOPHASE_RECOVERY_PIPELINE names for an
@@ -21,6 +22,9 @@ from airflow.sdk import Param, dag, task
      catchup=False, max_active_runs=1, tags=["twophase"], doc_md=__doc__,
      params={"deadline_minutes": Param(120, type="integer", minimum=1, title="Decision deadline (minutes)",
                                        description="Loads undecided for longer are presumed aborted."),
+             "stuck_minutes": Param(60, type="integer", minimum=1, title="Stuck after (minutes)",
+                                    description="A decided load that still cannot finish this long after its "
+                                                "decision fails the run, named (it is still retried)."),
              "quarantine_days": Param(7, type="integer", minimum=1, title="Quarantine retention (days)",
                                       description="Rejected lines kept longer are deleted from twophase.quarantine."),
              "pipeline": Param(os.environ.get("TWOPHASE_RECOVERY_PIPELINE", ""), type="string",
@@ -33,7 +37,8 @@ def twophase_recovery():
         from twophase_airflow.recover import recover_all
 
         recover_all(timedelta(minutes=params["deadline_minutes"]),
-                    quarantine_retention=timedelta(days=params["quarantine_days"]), pipeline=params["pipeline"] or None)
+                    quarantine_retention=timedelta(days=params["quarantine_days"]), pipeline=params["pipeline"] or None,
+                    stuck_after=timedelta(minutes=params["stuck_minutes"]))
 
     recover()
 

@@ -11,7 +11,7 @@ import re
 import sys
 from pathlib import Path
 
-from twophase.log import TransactionLog
+from twophase.log import PostgresLog
 from twophase.spec import Connections
 from twophase.verify import verify
 
@@ -24,7 +24,7 @@ def main(run_log: Path, day: str) -> int:
         return 1
     run_id, run_state = finished[-1]
     conns = Connections.from_env()
-    log = TransactionLog(conns.pg_dsn)
+    log = PostgresLog(conns.pg_dsn)
     loads = [x for x in log.recent(200, "orders_daily_totals") if x.run_id == run_id]
     print(f"  DAG run   {run_id}: {run_state}")
     if not loads:

@@ -23,17 +23,17 @@ from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
-from . import approval, failpoints, quarantine
+from . import approval, failpoints, lease, quarantine
 from .errors import ServerUnreachable, Terminal, Transient, root_cause
 from .log import Load, StateConflict, Superseded, TransactionLog
 from .outcome import Kind, Outcome
 from .participant import Participant, outcome_of, servers_of
 from .participants import commit_order
 from .spec import Connections, LoadSpec
-from .states import TERMINAL, State
+from .states import PHASE_2, TERMINAL, State
 from .audit import PASS, AuditInput, AuditReport
 from .audit.report import audit_reasons
-from .voting import claim_problems, owned, reasons_to_abort
+from .voting import claim_problems, commit_problems, owned, reasons_to_abort
 from .votes import Vote
 
 
@@ -383,57 +383,70 @@ def _make_ready(log: TransactionLog, load: Load, parts: list[Participant], votes
 
 
 def commit(log: TransactionLog, conns: Connections, load_id: str) -> list[Outcome]:
-    """Phase 2, COMMIT: every participant in commit order, then log COMMITTED, then each
+    """Phase 2, COMMIT, as the load's one driver (lease.py: DriverBusy while another step
+    drives it): every participant in commit order, then log COMMITTED, then each
     participant's clean_up (what it leaves is swept by recovery).
 
     - RETRY_LATER from any participant: RetryLater; the state stays COMMITTING and a retry
       finds the ones already done ALREADY_DONE.
     - FAILED while no participant has committed (the first one, which can fail for good
-      after a yes vote: a Kafka copy whose staged records expired): the load is rolled
-      back and ends ABORTED; LoadAborted.
+      after a yes vote: a Kafka copy whose staged records expired): that participant is
+      fenced first (_fence_first); then the load is rolled back and ends ABORTED,
+      LoadAborted; or, when the fence finds its commit landed after all, the commit goes on.
     - FAILED after another participant committed (a prepared transaction lost, or a
       second may-fail participant failing): VIOLATED, loud; ProtocolViolation.
+    - DONE or ALREADY_DONE with other rows visible than the vote counted, per target (its
+      prepared data lost and an empty commit, a duplicate): VIOLATED, loud, naming the
+      target and both figures; ProtocolViolation.
     - Called again on a load such a failure left ABORTING (its rollback said retry
       later): finishes the rollback, then LoadAborted.
     """
     with _step(log, load_id, conns) as (load, parts):
-        return _commit(log, conns, load, parts)
+        return _commit(log, load, parts)
 
 
-def _commit(log: TransactionLog, conns: Connections, load: Load, parts: list[Participant]) -> list[Outcome]:
+def _commit(log: TransactionLog, load: Load, parts: list[Participant]) -> list[Outcome]:
     load_id = load.load_id
     if load.state == State.COMMITTED:
         return []
-    if load.state == State.ABORTING:  # an earlier attempt found a participant failed for good: finish its rollback
-        rolled_back = rollback(log, conns, load_id)
-        raise LoadAborted(f"load {load_id} ABORTED: {load.reason}; rollback: "
-                          + ("; ".join(o.describe() for o in rolled_back) or "nothing left to do"))
-    if load.state != State.COMMITTING:
+    if load.state not in PHASE_2:
         raise StateConflict(load_id, load.state, [State.COMMITTING])
+    try:
+        driver = lease.claim(log, load_id)  # DriverBusy: another step drives it now
+    except StateConflict:  # it moved since it was read (another driver finished it): look again
+        return _commit(log, log.get(load_id), parts)
+    with lease.held(log, load_id, driver):
+        load = log.get(load_id)
+        if load.state == State.ABORTING:  # an earlier attempt found a participant failed for good
+            rolled_back = _abort_all(log, load, parts, driver)
+            raise LoadAborted(f"load {load_id} ABORTED: {load.reason}; rollback: "
+                              + ("; ".join(o.describe() for o in rolled_back) or "nothing left to do"))
+        return _commit_all(log, load, parts, driver)
+
+
+def _commit_all(log: TransactionLog, load: Load, parts: list[Participant], driver: str) -> list[Outcome]:
+    """Every participant's commit in commit order, as the load's one driver; see commit()."""
+    load_id = load.load_id
     votes = log.votes(load_id)
     parts = commit_order(parts)
     outcomes: list[Outcome] = []
     for p in parts:
         outcome = outcome_of(p, "commit", lambda p=p: p.commit(votes[p.name]))
+        if outcome.kind == Kind.FAILED and not any(o.ok for o in outcomes):
+            outcome = _fence_first(log, load, parts, p, votes[p.name], outcome, driver)
         outcomes.append(outcome)
         if outcome.kind == Kind.RETRY_LATER:
             raise _retry_later(outcomes)
+        if outcome.ok and (wrong := commit_problems(votes[p.name], outcome)):
+            _violated(log, load_id, "a commit made visible what its vote did not say: " + "; ".join(wrong), driver)
         if outcome.kind == Kind.FAILED:
-            committed = [o for o in outcomes[:-1] if o.ok]
-            if not committed:
-                reason = (f"{p.name} failed for good before any participant committed, so the load is rolled "
-                          f"back: {outcome.reason}")
-                log.transition(load_id, State.ABORTING, reason=reason)
-                rolled_back = rollback(log, conns, load_id)
-                raise LoadAborted(f"load {load_id} ABORTED: {reason}; rollback: "
-                                  + "; ".join(o.describe() for o in rolled_back))
-            reason = (f"{', '.join(f'{o.participant} committed {votes[o.participant].count}' for o in committed)}"
-                      f" but {p.name} cannot commit: {outcome.reason}")
-            log.transition(load_id, State.VIOLATED, reason=reason)
-            raise ProtocolViolation(f"load {load_id} VIOLATED: {reason}")
+            committed = ", ".join(f"{o.participant} committed {votes[o.participant].count}" for o in outcomes if o.ok)
+            _violated(log, load_id, f"{committed} but {p.name} cannot commit: {outcome.reason}" if committed else
+                      f"{p.name} cannot commit ({outcome.reason}), yet its abort says the load is committed there",
+                      driver)
     log.record_outcomes(load_id, {o.participant: {"kind": o.kind.value, "seconds": o.seconds,
-                                                  "count": votes[o.participant].count} for o in outcomes})
-    log.transition(load_id, State.COMMITTED)
+                                                  "count": sum(o.visible.values())} for o in outcomes})
+    log.transition(load_id, State.COMMITTED, expect=[State.COMMITTING], driver=driver)
     failpoints.hit("coordinator.committed_logged")
     for i, p in enumerate(parts):
         try:
@@ -445,8 +458,33 @@ def _commit(log: TransactionLog, conns: Connections, load: Load, parts: list[Par
     return outcomes
 
 
+def _fence_first(log: TransactionLog, load: Load, parts: list[Participant], p: Participant, vote: Vote,
+                 failed: Outcome, driver: str) -> Outcome:
+    """The first committer failed for good while no participant has committed: the
+    decision may turn to ABORT only once that participant is fenced, that is aborted (a
+    commit of an earlier attempt whose outcome was unknown, or of a driver that stalled
+    past its lease, may still have landed). The abort's answer decides:
+
+    - done: nothing of the load is visible anywhere; the load is rolled back and ends
+      ABORTED (LoadAborted);
+    - FAILED because the load is committed there after all: the decision stands, and the
+      participant's commit, asked again, is its outcome (ALREADY_DONE, what it made visible);
+    - retry later: RETRY_LATER, the load stays COMMITTING with its decision."""
+    fence = outcome_of(p, "abort", lambda: p.abort(vote))
+    if fence.kind == Kind.RETRY_LATER:
+        return replace(fence, reason=f"its commit failed ({failed.reason}); fencing it before the rollback must be "
+                                     f"retried: {fence.reason}")
+    if fence.kind == Kind.FAILED:
+        return outcome_of(p, "commit", lambda: p.commit(vote))
+    reason = f"{p.name} failed for good before any participant committed, so the load is rolled back: {failed.reason}"
+    load, _ = log.transition(load.load_id, State.ABORTING, expect=[State.COMMITTING], reason=reason, driver=driver)
+    rolled_back = _abort_all(log, load, parts, driver)
+    raise LoadAborted(f"load {load.load_id} ABORTED: {reason}; rollback: " + "; ".join(o.describe() for o in rolled_back))
+
+
 def rollback(log: TransactionLog, conns: Connections, load_id: str, reason: str | None = None) -> list[Outcome]:
-    """Phase 2, ABORT: discard everything the load staged, then log ABORTED.
+    """Phase 2, ABORT, as the load's one driver (DriverBusy while another step drives it):
+    discard everything the load staged, then log ABORTED.
 
     From PREPARING or PREPARED (prepare failed, or recovery presumes abort) it first
     logs the ABORT decision with `reason`. Never touches the target topic.
@@ -467,6 +505,20 @@ def _rollback(log: TransactionLog, load: Load, parts: list[Participant], reason:
                                  reason=reason or "rolled back before a decision")
     if load.state != State.ABORTING:
         raise StateConflict(load_id, load.state, [State.PREPARING, State.PREPARED, State.ABORTING])
+    try:
+        driver = lease.claim(log, load_id)  # DriverBusy: another step drives it now
+    except StateConflict:  # it ended since it was read: look again
+        return _rollback(log, log.get(load_id), parts, reason)
+    with lease.held(log, load_id, driver):
+        return _abort_all(log, log.get(load_id), parts, driver)
+
+
+def _abort_all(log: TransactionLog, load: Load, parts: list[Participant], driver: str) -> list[Outcome]:
+    """Every participant's abort, as the load's one driver, then ABORTED: RetryLater when
+    one must be retried; VIOLATED when one has committed (ProtocolViolation)."""
+    load_id = load.load_id
+    if load.state == State.ABORTED:
+        return []
     votes = log.votes(load_id)
     outcomes = []
     for i, p in enumerate(commit_order(parts)):
@@ -477,11 +529,15 @@ def _rollback(log: TransactionLog, load: Load, parts: list[Participant], reason:
         raise _retry_later(outcomes)
     failed = [o for o in outcomes if o.kind == Kind.FAILED]
     if failed:
-        reason = "rollback impossible: " + "; ".join(o.describe() for o in failed)
-        log.transition(load_id, State.VIOLATED, reason=reason)
-        raise ProtocolViolation(f"load {load_id} VIOLATED: {reason}")
-    log.transition(load_id, State.ABORTED)
+        _violated(log, load_id, "rollback impossible: " + "; ".join(o.describe() for o in failed), driver)
+    log.transition(load_id, State.ABORTED, expect=[State.ABORTING], driver=driver)
     return outcomes
+
+
+def _violated(log: TransactionLog, load_id: str, reason: str, driver: str) -> None:
+    """Log the load VIOLATED (from COMMITTING or ABORTING, as its driver) and say so loudly."""
+    log.transition(load_id, State.VIOLATED, expect=PHASE_2, reason=reason, driver=driver)
+    raise ProtocolViolation(f"load {load_id} VIOLATED: {reason}")
 
 
 def _retry_later(outcomes: list[Outcome]) -> RetryLater:

@@ -18,7 +18,10 @@ class Outcome:
     participant: str
     kind: Kind
     reason: str = ""
-    counts: dict = field(default_factory=dict)
+    counts: dict = field(default_factory=dict)  # what the call did, for people (rows, files...)
+    # A commit that is DONE or ALREADY_DONE: per target, the rows or records of the load
+    # readers see now. The coordinator compares them with the vote (voting.commit_problems).
+    visible: dict[str, int] = field(default_factory=dict)
     seconds: float | None = None   # how long the call took, set by the coordinator
 
     @property

@@ -48,6 +48,11 @@ Rules every implementation keeps (the contract suite, tests/contract, checks the
   and one under another participant's name is logged as this participant's no
   (voting.owned), never in the other's place.
 - commit after abort, and abort after commit, return FAILED naming why; they never act.
+- A commit that is DONE or ALREADY_DONE says what readers see of the load, per target
+  (`Outcome.visible`), read from the target where it can be (a snapshot's summary, the
+  copy's own count) or from what the participant itself checked when it made the load
+  ready. The coordinator compares it with the vote (voting.commit_problems): other rows
+  than voted, or a target left unsaid, end the load VIOLATED, naming them.
 - commit and abort return an Outcome on every branch they know. An exception they did not
   expect is mapped to an outcome in one place (`outcome_of`), never escapes raw.
 - `commit_may_fail` says whether a commit can still fail for good after a yes vote (a
@@ -61,7 +66,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Callable, ClassVar, Mapping
 
@@ -195,7 +200,8 @@ class Participant(ABC):
 
     @abstractmethod
     def commit(self, vote: Vote) -> Outcome:
-        """Make the load visible. DONE, ALREADY_DONE (an earlier attempt did), RETRY_LATER
+        """Make the load visible. DONE, ALREADY_DONE (an earlier attempt did), each with
+        `visible`: per target, the rows or records of the load readers see now; RETRY_LATER
         (transient, outcome known or learnt again by the retry), FAILED (for good; `reason`)."""
 
     @abstractmethod
@@ -269,5 +275,4 @@ def outcome_of(participant: Participant, hook: str, call: Callable[[], Outcome])
         down = participant.unreachable(exc)
         outcome = Outcome(participant.name, Kind.RETRY_LATER, str(down) if down is not None else
                           f"{hook} raised unexpectedly, outcome unknown until retried: {root_cause(exc)}")
-    return Outcome(outcome.participant, outcome.kind, outcome.reason, outcome.counts,
-                   time.perf_counter() - started)
+    return replace(outcome, seconds=time.perf_counter() - started)

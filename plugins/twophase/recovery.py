@@ -4,7 +4,12 @@
   Younger ones are left alone: their prepare or vote may still be running. The deadline
   counts from the load's begin, or, for a load that asked a person's approval, from the
   answer or from the end of the wait for one (twophase.approval).
-- COMMITTING: re-drive commit (decided means done). ABORTING: re-drive rollback.
+- COMMITTING: re-drive commit (decided means done). ABORTING: re-drive rollback. Either
+  only when no other step drives the load now (its lease, twophase/lease.py): a load whose
+  commit or rollback runs elsewhere is "left to its driver". A decided load that still
+  cannot finish `stuck_after` its decision (default 1 hour: a server down that long, a bug
+  that fails every time) is reported "failed", naming why, so that the recovery task ends
+  red instead of saying "retry later" for ever; it is still retried at every run.
 - Orphans: each kind of participant sweeps its servers for staging of loads that are
   unknown or already finished (Postgres: prepared transactions, staging tables); recovery
   of one pipeline sweeps only the staging of its own loads (their ids begin with its name).
@@ -24,17 +29,19 @@ from datetime import datetime, timedelta, timezone
 
 from . import approval, coordinator, quarantine
 from .errors import MissingPrivilege, root_cause
-from .log import StateConflict, TransactionLog
+from .log import DriverBusy, StateConflict, TransactionLog
 from .spec import Connections
 from .states import IllegalTransition, State
 
 DEFAULT_DEADLINE = timedelta(hours=2)
+DEFAULT_STUCK_AFTER = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
 class Action:
     load_id: str
-    action: str   # presumed abort | commit re-driven | rollback re-driven | waiting | retry later | failed | orphan ...
+    action: str   # presumed abort | commit re-driven | rollback re-driven | waiting | retry later |
+    #               left to its driver | left to its pipeline | failed | orphan ...
     detail: str = ""
 
     def describe(self) -> str:
@@ -43,14 +50,16 @@ class Action:
 
 def recover(log: TransactionLog, conns: Connections, deadline: timedelta = DEFAULT_DEADLINE,
             now: datetime | None = None, pipeline: str | None = None,
-            quarantine_retention: timedelta = quarantine.DEFAULT_RETENTION) -> list[Action]:
+            quarantine_retention: timedelta = quarantine.DEFAULT_RETENTION,
+            stuck_after: timedelta = DEFAULT_STUCK_AFTER) -> list[Action]:
     """Resolve the unresolved loads, then sweep orphans (both of `pipeline` only, when
     given) and the quarantine's old entries."""
     log.ensure_schema()  # the log's server down: PostgresUnreachable (the log maps its own errors)
     now = now or datetime.now(timezone.utc)
-    actions = [_resolve(log, conns, load, deadline, now) for load in log.unresolved(pipeline)]
+    actions = [_stuck(_resolve(log, conns, load, deadline, now), load, now, stuck_after)
+               for load in log.unresolved(pipeline)]
     actions += _clean_orphans(log, conns, pipeline)
-    deleted = quarantine.sweep(conns.pg_dsn, quarantine_retention, pipeline)  # the log's database
+    deleted = log.sweep_quarantine(quarantine_retention, pipeline)
     if deleted:
         actions.append(Action("quarantine", "retention sweep",
                               f"deleted {deleted} rejected lines kept more than {quarantine_retention.days} days"))
@@ -74,12 +83,23 @@ def _resolve(log, conns, load, deadline, now) -> Action:
         return Action(lid, "rollback re-driven", _describe(coordinator.rollback(log, conns, lid)))
     except coordinator.RetryLater as exc:
         return Action(lid, "retry later", str(exc))
+    except DriverBusy as exc:
+        return Action(lid, "left to its driver", str(exc))
     except (coordinator.LoadAborted, coordinator.ProtocolViolation, MissingPrivilege) as exc:
         return Action(lid, "failed", str(exc))
     except (StateConflict, IllegalTransition) as exc:  # another actor (its own vote or commit) moved it meanwhile
         return Action(lid, "left to its pipeline", f"it changed while recovery looked at it: {exc}")
     except Exception as exc:  # noqa: BLE001 - one load's failure must not stop the others' recovery
         return Action(lid, "failed", f"recovery could not resolve it: {root_cause(exc)}")
+
+
+def _stuck(action: Action, load, now: datetime, stuck_after: timedelta) -> Action:
+    """A decided load that still cannot finish `stuck_after` its decision: failed."""
+    if action.action != "retry later" or load.decided_at is None or now - load.decided_at < stuck_after:
+        return action
+    return Action(action.load_id, "failed", f"{load.state} for {_minutes(now - load.decided_at)} since its "
+                  f"decision, still unable to finish (reported failed after {_minutes(stuck_after)}; retried at "
+                  f"every recovery run): {action.detail}")
 
 
 def _clean_orphans(log: TransactionLog, conns: Connections, pipeline: str | None) -> list[Action]:

@@ -40,7 +40,7 @@ from typing import Callable
 
 from . import coordinator, executors, quarantine
 from .errors import root_cause, servers
-from .log import TransactionLog
+from .log import PostgresLog
 from .spec import Connections, LoadSpec, SpecError
 from .states import State
 
@@ -95,7 +95,7 @@ def connections(path: str | None) -> Connections:
 
 def _prepare(spark, build: Callable[[object, LoadSpec], Output], args) -> None:
     conns = connections(args.connections_file)
-    txlog = TransactionLog(conns.pg_dsn)
+    txlog = PostgresLog(conns.pg_dsn)
     with servers(pg_dsn=conns.pg_dsn):  # the log's Postgres down: one line, not psycopg2's traceback
         load = txlog.get(args.load_id)
     log.info("load %s (state %s): input %s", load.load_id, load.state, load.input)
@@ -115,7 +115,7 @@ def _prepare(spark, build: Callable[[object, LoadSpec], Output], args) -> None:
             raise
         log.info("job metrics: %s", output.metrics)
         if output.rejects is not None:
-            kept = quarantine.keep(conns.pg_dsn, load.load_id, quarantine.capped(output.rejects, output.quarantine_cap))
+            kept = txlog.quarantine(load.load_id, quarantine.capped(output.rejects, output.quarantine_cap))
             log.info("quarantine: kept %d rejected lines (at most %d per reason); see `python -m twophase show %s "
                      "--rejected`", kept, output.quarantine_cap, load.load_id)
         votes = coordinator.prepare(txlog, conns, load.load_id, output.df, output.metrics)  # logs its own errors

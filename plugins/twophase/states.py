@@ -50,6 +50,9 @@ TRANSITIONS: dict[State, frozenset[State]] = {
 
 TERMINAL = frozenset(s for s, targets in TRANSITIONS.items() if not targets)
 
+# Decided and not finished: phase 2, which one driver at a time drives (twophase/lease.py).
+PHASE_2 = (State.COMMITTING, State.ABORTING)
+
 # Entering these states logs the decision.
 DECISION_OF = {State.COMMITTING: Decision.COMMIT, State.ABORTING: Decision.ABORT}
 

@@ -8,12 +8,17 @@ COMMITTING -> in doubt (recovery finishes it), flagged only when a target that c
 after the first shows data; VIOLATED -> always a violation. A committed load whose
 interval a later committed load replaced is expected to have 0 left in targets that
 replace (tables), and all of it still in append-only ones (topics).
+
+Each load is judged on its own: one whose participants cannot be built (a connection that
+is not configured), or whose targets cannot be read, is a finding that says so, and the
+others are still checked.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from .errors import root_cause
 from .log import Load, TransactionLog
 from .participant import Participant
 from .participants import commit_order
@@ -30,6 +35,7 @@ class Finding:
     expected: str
     ok: bool
     problem: str = ""
+    checked: bool = True        # False: the load could not be checked now (`problem` says why)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -41,21 +47,35 @@ class Finding:
 def verify(log: TransactionLog, conns: Connections, loads: list[Load]) -> list[Finding]:
     """One finding per load. Each participant (the same kind and targets) is asked once
     for all the loads that use it, so a topic is read once however many loads there are."""
-    parts = {load.load_id: conns.participants(load.spec()) for load in loads}
+    parts: dict[str, list[Participant]] = {}
+    unchecked: dict[str, str] = {}  # load id -> why it cannot be checked
+    for load in loads:
+        try:
+            parts[load.load_id] = conns.participants(load.spec())
+        except Exception as exc:  # noqa: BLE001 - one load's bad description must not hide the others
+            unchecked[load.load_id] = f"its participants cannot be built: {root_cause(exc)}"
     groups: dict[tuple, list[str]] = {}
     sample: dict[tuple, Participant] = {}
-    for load in loads:
-        for p in parts[load.load_id]:
+    for lid, built in parts.items():
+        for p in built:
             key = (type(p), p.targets, p.endpoint)
-            groups.setdefault(key, []).append(load.load_id)
+            groups.setdefault(key, []).append(lid)
             sample[key] = p
     seen: dict[str, dict[str, int]] = {load.load_id: {} for load in loads}
     for key, load_ids in groups.items():
-        for lid, counts in sample[key].visible(load_ids).items():
+        try:
+            visible = sample[key].visible(load_ids)
+        except Exception as exc:  # noqa: BLE001 - a server down: these loads cannot be checked now
+            for lid in load_ids:
+                unchecked.setdefault(lid, f"{', '.join(key[1])} cannot be read: {root_cause(exc)}")
+            continue
+        for lid, counts in visible.items():
             seen[lid].update(counts)
     votes = log.votes_of([load.load_id for load in loads])
     replaced = _replaced_later(loads)
-    return [_judge(load, parts[load.load_id], votes.get(load.load_id, {}), seen[load.load_id],
+    return [Finding(load.load_id, load.state.value, seen[load.load_id], "?", False,
+                    f"cannot be checked: {unchecked[load.load_id]}", checked=False) if load.load_id in unchecked else
+            _judge(load, parts[load.load_id], votes.get(load.load_id, {}), seen[load.load_id],
                    load.load_id in replaced) for load in loads]
 
 

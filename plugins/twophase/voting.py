@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping, Protocol, Sequence
 
+from .outcome import Outcome
 from .votes import Vote
 
 
@@ -130,6 +131,32 @@ def claim_problems(name: str, targets: Sequence[str], vote: Vote, expected: Mapp
         if target in targets and count != expected.get(target):
             problems.append(f"{name} staged {count} for {target}, but Spark computed "
                             f"{expected.get(target, 'nothing')}")
+    return problems
+
+
+def commit_problems(vote: Vote, outcome: Outcome) -> list[str]:
+    """What is wrong with a commit that says it is done ([] when nothing): it must be the
+    outcome of the vote's participant and make exactly the voted rows visible, per target
+    (`Outcome.visible`): fewer is data lost, more is data doubled, and a target it says
+    nothing of is data nobody checked. A vote of the log's old form (a total, no counts per
+    target) is compared by its total."""
+    name = vote.participant
+    if outcome.participant != name:
+        return [f"the commit outcome of {name} names another participant, {outcome.participant}"]
+    if not vote.counts:
+        made = sum(outcome.visible.values())
+        return [] if made == vote.count and outcome.visible else [
+            f"{name} committed {made if outcome.visible else 'nothing it could count'}, but voted {vote.count}"]
+    problems = []
+    unsaid = sorted(set(vote.counts) - set(outcome.visible))
+    if unsaid:
+        problems.append(f"{name} says its commit is done but not what it made visible in {', '.join(unsaid)}")
+    for target, made in outcome.visible.items():
+        voted = vote.counts.get(target)
+        if voted is None:
+            problems.append(f"{name} made {made} visible in {target}, which it did not vote for")
+        elif made != voted:
+            problems.append(f"{name} made {made} visible in {target}, but voted {voted}")
     return problems
 
 

@@ -6,7 +6,7 @@ import logging
 from datetime import timedelta
 
 from twophase import quarantine, recovery
-from twophase.log import TransactionLog
+from twophase.log import PostgresLog
 
 from .connections import from_airflow
 from .targets import DEFAULT_POSTGRES
@@ -17,14 +17,15 @@ log = logging.getLogger("twophase")
 def recover_all(deadline: timedelta, log_conn_id: str = DEFAULT_POSTGRES,
                 sweep_conn_ids: dict[str, str] | None = None,
                 quarantine_retention: timedelta = quarantine.DEFAULT_RETENTION,
-                pipeline: str | None = None) -> list[recovery.Action]:
+                pipeline: str | None = None,
+                stuck_after: timedelta = recovery.DEFAULT_STUCK_AFTER) -> list[recovery.Action]:
     """Recover every load of the log on `log_conn_id` (only `pipeline`'s, its orphans and
     quarantined lines, when given); the servers their targets name are found by connection
     id. Orphans are swept on the log's database, the default Kafka cluster and
     `sweep_conn_ids` ({connection id: kind}: the other databases targets use)."""
     conns = from_airflow(log_conn_id, sweep_conn_ids, lookup=True)
-    actions = recovery.recover(TransactionLog(conns.pg_dsn), conns, deadline,
-                               quarantine_retention=quarantine_retention, pipeline=pipeline)
+    actions = recovery.recover(PostgresLog(conns.pg_dsn), conns, deadline, quarantine_retention=quarantine_retention,
+                               pipeline=pipeline, stuck_after=stuck_after)
     if not actions:
         log.info("nothing in doubt: every load is resolved and no orphan is left")
     for action in actions:

@@ -13,11 +13,11 @@ from datetime import date, datetime, time, timedelta, timezone
 import psycopg2
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from twophase import approval, coordinator, ids, quarantine
+from twophase import approval, coordinator, ids
 from twophase.audit import PASS
 from twophase.audit.report import audit_summary
 from twophase.errors import ServerUnreachable, one_line
-from twophase.log import TransactionLog, UnknownLoad
+from twophase.log import PostgresLog, TransactionLog, UnknownLoad
 from twophase.outcome import Outcome
 from twophase.spec import Connections, LoadSpec, SpecError
 from twophase.states import TERMINAL, State
@@ -43,7 +43,7 @@ def load_id(pipeline: str, context) -> str:
 def the_load(cfg: LoadConfig, pipeline: str, context) -> tuple[str, Connections, TransactionLog]:
     """The run's load id, the servers from the Airflow connections, and the log."""
     conns = from_airflow(cfg.log_conn_id, cfg.conn_ids())
-    return load_id(pipeline, context), conns, TransactionLog(conns.pg_dsn)
+    return load_id(pipeline, context), conns, PostgresLog(conns.pg_dsn)
 
 
 def load_interval(params: dict, context) -> Interval:
@@ -103,7 +103,7 @@ def _begin(cfg: LoadConfig, pipeline: str, context) -> bool:
                 dsn = conns.pg_dsn if conn_id == cfg.log_conn_id else conns.named[conn_id][1]
                 with closing(psycopg2.connect(dsn)) as conn, conn, conn.cursor() as cur:
                     cur.execute(ddl)
-            load = coordinator.begin(TransactionLog(conns.pg_dsn), spec)
+            load = coordinator.begin(PostgresLog(conns.pg_dsn), spec)
     except coordinator.AlreadyCommitted as exc:
         context["ti"].xcom_push(key=NOTHING_TO_DO, value=str(exc))
         log.info("nothing to do: %s", exc)
@@ -240,15 +240,15 @@ def rollback(cfg: LoadConfig, pipeline: str, context) -> None:
     if before.metrics.get("rejected_lines"):
         log.warning("rejected input lines: %s (by reason: %s); kept in %s", before.metrics["rejected_lines"],
                     before.metrics.get("rejected_by_reason"), before.input.get("rejects", "the job's rejects folder"))
-    _log_quarantine(conns, lid)
+    _log_quarantine(txlog, lid)
     log.info("the input is untouched: %s; fix the cause and trigger the day again", before.input.get("path", before.input))
     _log_exposure(txlog.get(lid))
 
 
-def _log_quarantine(conns, lid: str, shown: int = 20) -> None:
+def _log_quarantine(txlog: TransactionLog, lid: str, shown: int = 20) -> None:
     """The first `shown` rejected lines the quarantine kept, and where to see them all."""
     try:
-        lines = quarantine.kept(conns.pg_dsn, lid, limit=shown + 1)
+        lines = txlog.quarantined(lid, limit=shown + 1)
     except Exception as exc:  # noqa: BLE001 - the rollback is done; this is only its report
         log.warning("could not read the quarantine: %s", one_line(str(exc)))
         return

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import psycopg2
 import psycopg2.extras
 
-from twophase.log import Load, Transition, TransactionLog, UnknownLoad
+from twophase.log import Load, PostgresLog, TransactionLog, Transition, UnknownLoad
 from twophase.report import LoadSummary, seconds, summaries
 from twophase.votes import Vote
 
@@ -81,5 +81,5 @@ def load_detail(dsn: str, load_id: str) -> LoadDetail:
                 raise UnknownLoad(f"no load {load_id!r}: the transaction log is empty")
     finally:
         conn.close()
-    log = TransactionLog(dsn)
+    log = PostgresLog(dsn)
     return LoadDetail(log.get(load_id), log.votes(load_id), log.history(load_id))

@@ -63,9 +63,12 @@ def test_nothing_visible_before_commit_and_visible_agrees_with_readers_after(har
     assert bool(h.held(lid)) == h.holds_when_ready, h.held(lid)
     assert_nothing_visible(h, lid)  # ready
 
-    assert h.participant(lid).commit(vote).kind == Kind.DONE
+    done = h.participant(lid).commit(vote)
+    assert done.kind == Kind.DONE
     everything = h.all_rows(p)
     assert h.seen(lid) == everything
+    # the outcome says what the commit made visible, per target: what readers see
+    assert done.participant == p.name and done.visible == everything == vote.counts, done.visible
     # visible() names every load asked about and every target, 0 where nothing is visible
     assert h.participant(lid).visible([lid, other]) == {lid: everything, other: h.nothing(p)}
 
@@ -110,6 +113,7 @@ def test_commit_is_idempotent_on_fresh_instances(harness):
     again = h.participant(lid).commit(vote)
     assert again.kind == Kind.ALREADY_DONE, again.describe()
     everything = h.all_rows(h.participant(lid))
+    assert again.visible == everything, "a repeated commit must say what readers see, as the first did"
     assert h.seen(lid) == everything, "a repeated commit duplicated or lost rows"
     assert visible(h, lid) == everything
 

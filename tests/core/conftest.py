@@ -7,7 +7,7 @@ import os
 import psycopg2
 import pytest
 
-from twophase.log import TransactionLog
+from twophase.log import PostgresLog, TransactionLog
 from support import REPORTING, drop_iceberg_table
 from twophase.spec import Connections
 
@@ -20,7 +20,7 @@ def conns(pg_dsn, kafka_bootstrap) -> Connections:
 
 @pytest.fixture(scope="session")
 def txlog(pg_dsn) -> TransactionLog:
-    log = TransactionLog(pg_dsn)
+    log = PostgresLog(pg_dsn)
     log.ensure_schema()
     return log
 

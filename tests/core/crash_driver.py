@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 from spark_session import java_options
 from support import REPORTING, many_frames, many_spec
 from twophase import coordinator
-from twophase.log import TransactionLog
+from twophase.log import PostgresLog
 from twophase.spec import Connections
 from twophase.states import State
 from twophase.voting import MinRows
@@ -39,7 +39,7 @@ if not master.startswith("local"):
 env = Connections.from_env()
 conns = Connections(env.pg_dsn, env.kafka_bootstrap, {REPORTING: ("postgres", os.environ["TWOPHASE_REPORTING_DSN"])},
                     iceberg_catalog=env.iceberg_catalog)
-log = TransactionLog(conns.pg_dsn)
+log = PostgresLog(conns.pg_dsn)
 spec = many_spec(many, run_id)
 coordinator.begin(log, spec)
 coordinator.prepare(log, conns, spec.load_id, many_frames(spark, rows))

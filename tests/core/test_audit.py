@@ -13,7 +13,7 @@ import sys
 import jsonschema
 
 from support import count_table_rows, make_df, make_spec, read_topic, table_of, topic_of
-from twophase import coordinator, quarantine
+from twophase import coordinator
 from twophase.audit import DuplicateKeys, NullShare, RowCount, RowCountChange, SqlRule, ValueRange
 from twophase.audit.report import schema
 from twophase.participants.postgres import prepared_gids
@@ -82,11 +82,11 @@ def test_an_error_aborts_the_load_naming_the_rule(spark, txlog, conns, target, p
     assert f"audit: value_range({target['table']}.orders in <= 3) is" in decided.reason
     assert "audit: no such column is not measured" in decided.reason
     # The rows failing the range, as staged, in the quarantine.
-    failing = [k for k in quarantine.kept(pg_dsn, spec.load_id) if k.reason == rules[0].name]
+    failing = [k for k in txlog.quarantined(spec.load_id) if k.reason == rules[0].name]
     assert len(failing) == report.results[0].value == sum(1 for i in range(ROWS) if i % 7 + 1 > 3)
     assert {k.source for k in failing} == {target["table"]}
     assert all(json.loads(k.content)["orders"] > 3 and json.loads(k.content)["day"] == "2026-11-20" for k in failing)
-    kept = quarantine.kept(pg_dsn, spec.load_id)
+    kept = txlog.quarantined(spec.load_id)
     nulls = {t: [json.loads(k.content) for k in kept if k.reason == f"null_share({t}.note)"]
              for t in (target["table"], target["topic"])}
     assert [len(rows) for rows in nulls.values()] == [ROWS // 5] * 2  # every fifth row has no note

@@ -23,7 +23,7 @@ from psycopg2.extensions import make_dsn
 from twophase import coordinator, recovery
 from twophase.errors import MissingPrivilege
 from twophase.ids import load_id_for
-from twophase.log import WRITER_GRANTS, TransactionLog
+from twophase.log import WRITER_GRANTS, PostgresLog
 from twophase.participants.memory import LocalFrame, LocalStage
 from twophase.participants.postgres.server import grants_needed
 from twophase.spec import Connections, LoadSpec, PostgresTarget
@@ -77,7 +77,7 @@ class Locked:
         """What the docs tell an admin to run: (a) migrate, the SQL script, (b) CREATE on the
         database; and the targets' grants."""
         if self._admin_made_schemas:
-            TransactionLog(self.admin).ensure_schema()
+            PostgresLog(self.admin).ensure_schema()
             subprocess.run(["psql", "-X", "-q", "-d", self.admin, "-v", f"role={role}", "-f", str(SCRIPT)],
                            check=True, capture_output=True, text=True)
         else:
@@ -127,7 +127,7 @@ def _spec(name: str) -> LoadSpec:
 
 def _load(dsn: str, spec: LoadSpec, stage=None) -> State:
     """begin, prepare, vote, commit or rollback, as the DAG runs them, as the role of `dsn`."""
-    log, conns = TransactionLog(dsn), Connections(dsn, "")
+    log, conns = PostgresLog(dsn), Connections(dsn, "")
     coordinator.begin(log, spec)
     try:
         coordinator.prepare(log, conns, spec.load_id, LocalFrame.of_rows(ROWS), stage=stage or LocalStage())
@@ -157,7 +157,7 @@ def _revoke(locked, grant, role=None) -> str:
 @pytest.mark.parametrize("grant", DOCUMENTED, ids=lambda g: g.describe().replace(" ", "_"))
 def test_without_one_grant_the_error_names_it_and_nothing_is_left(locked, grant):
     spec = _spec("revoked")
-    log, conns = TransactionLog(locked.dsn), Connections(locked.dsn, "")
+    log, conns = PostgresLog(locked.dsn), Connections(locked.dsn, "")
     named = f'lacks {grant.describe()}: {grant.statement(locked.role)} (docs/clusters.md, "A locked-down Postgres")'
     _admin(locked.admin, _revoke(locked, grant))
     try:
@@ -192,7 +192,7 @@ def test_a_login_without_connect_names_the_grant(locked):
         with pytest.raises(MissingPrivilege, match=re.escape(
                 f'role "{locked.role}" lacks CONNECT on database {locked.db}: '
                 f"GRANT CONNECT ON DATABASE {locked.db} TO {locked.role} (docs/clusters.md")):
-            coordinator.begin(TransactionLog(locked.dsn), spec)
+            coordinator.begin(PostgresLog(locked.dsn), spec)
     finally:
         _admin(locked.admin, f"grant connect on database {locked.db} to public, {locked.role}")
     assert locked.state(spec.load_id) is None
@@ -212,7 +212,7 @@ def test_a_grant_revoked_while_the_load_waits_is_named_by_the_vote(locked):
         assert _load(locked.dsn, spec, stage_then_revoke) == State.ABORTED
     finally:
         _admin(locked.admin, f"grant insert on lp.latest to {locked.role}")
-    load = TransactionLog(locked.dsn).get(spec.load_id)
+    load = PostgresLog(locked.dsn).get(spec.load_id)
     named = f"lacks INSERT on lp.latest: GRANT INSERT ON lp.latest TO {locked.role} (docs/clusters.md"
     assert load.prepare_error is None and "postgres could not be made ready" in load.reason, load.reason
     assert named in load.reason, load.reason
@@ -224,13 +224,13 @@ def test_only_the_role_that_prepared_can_finish_it(locked):
     """Recovery run by another role (same grants) cannot roll back the prepared
     transaction and says whose it is; run as the loading role, it finishes."""
     spec = _spec("other-role")
-    log, conns = TransactionLog(locked.dsn), Connections(locked.dsn, "")
+    log, conns = PostgresLog(locked.dsn), Connections(locked.dsn, "")
     coordinator.begin(log, spec)
     coordinator.prepare(log, conns, spec.load_id, LocalFrame.of_rows(ROWS), stage=LocalStage())
     [postgres] = conns.participants(log.get(spec.load_id).spec())
     log.record_vote(spec.load_id, postgres.ready(log.votes(spec.load_id)["postgres"]))  # the vote's ready, then a crash
     other = locked.add_role(f"{locked.role}_ops")
-    actions = recovery.recover(TransactionLog(other), Connections(other, ""), timedelta(0))
+    actions = recovery.recover(PostgresLog(other), Connections(other, ""), timedelta(0))
     [failed] = [a for a in actions if a.load_id == spec.load_id]
     assert failed.action == "failed"
     assert (f'role "{locked.role}_ops" cannot finish prepared transaction twophase:{spec.load_id}: '
@@ -252,7 +252,7 @@ def test_a_log_behind_the_release_names_its_owner_migration(locked):
         with pytest.raises(MissingPrivilege, match=(
                 f"schema twophase is at version {latest - 1} and this release needs {latest}; only the owner of its "
                 "tables can upgrade it .*: run `python -m twophase migrate` as that role")):
-            TransactionLog(locked.dsn).ensure_schema()
+            PostgresLog(locked.dsn).ensure_schema()
     finally:
         _admin(locked.admin, f"insert into twophase.schema_version values ({latest})")
 

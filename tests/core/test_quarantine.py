@@ -30,16 +30,16 @@ def _load(txlog, conns, target, name: str) -> str:
     return spec.load_id
 
 
-def test_kept_per_reason_up_to_the_cap_and_replaced_by_a_retry(spark, txlog, conns, target, pg_dsn, unique_name):
+def test_kept_per_reason_up_to_the_cap_and_replaced_by_a_retry(spark, txlog, conns, target, unique_name):
     load_id = _load(txlog, conns, target, unique_name)
     lines = quarantine.capped(_rejects(spark, {"bad amount": 12, "not JSON": 3}), cap=10)
-    assert quarantine.keep(pg_dsn, load_id, lines) == 13
-    quarantine.keep(pg_dsn, load_id, lines)  # a retried prepare: still once
-    kept = quarantine.kept(pg_dsn, load_id)
+    assert txlog.quarantine(load_id, lines) == 13
+    txlog.quarantine(load_id, lines)  # a retried prepare: still once
+    kept = txlog.quarantined(load_id)
     assert [(r, sum(1 for k in kept if k.reason == r)) for r in ("bad amount", "not JSON")] == [
         ("bad amount", 10), ("not JSON", 3)]
     assert all(k.content.endswith("}\\x00") for k in kept), "a NUL is kept as the four characters \\x00"
-    assert quarantine.kept(pg_dsn, load_id, limit=4) == kept[:4]
+    assert txlog.quarantined(load_id, limit=4) == kept[:4]
     assert quarantine.capped(_rejects(spark, {"x": 2}), cap=0) == []
     with pytest.raises(Exception, match="needs a 'reason' column"):
         quarantine.capped(spark.createDataFrame([("a",)], "why string"))
@@ -54,11 +54,11 @@ def test_kept_per_reason_up_to_the_cap_and_replaced_by_a_retry(spark, txlog, con
 def test_recovery_deletes_what_was_kept_longer_than_the_retention(spark, txlog, conns, target, pg_dsn, unique_name):
     old, new = _load(txlog, conns, target, f"{unique_name}-old"), _load(txlog, conns, target, f"{unique_name}-new")
     for load_id in (old, new):
-        quarantine.keep(pg_dsn, load_id, quarantine.capped(_rejects(spark, {"bad amount": 4})))
+        txlog.quarantine(load_id, quarantine.capped(_rejects(spark, {"bad amount": 4})))
     with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
         cur.execute("update twophase.quarantine set kept_at = now() - interval '8 days' where load_id = %s", (old,))
 
     actions = recovery.recover(txlog, conns, pipeline="quarantine_tests", quarantine_retention=timedelta(days=7))
     [swept] = [a for a in actions if a.action == "retention sweep"]
     assert "deleted 4 rejected lines kept more than 7 days" in swept.detail
-    assert quarantine.kept(pg_dsn, old) == [] and len(quarantine.kept(pg_dsn, new)) == 4
+    assert txlog.quarantined(old) == [] and len(txlog.quarantined(new)) == 4

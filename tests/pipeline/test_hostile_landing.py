@@ -19,8 +19,7 @@ from hostile.catalog import catalog, file_lines, write
 from order_rules import REASONS
 from orders_sample.generate import generate
 from test_orders_pipeline import (assert_verified, folder_digest, loads_of_day, table_rows, topic_records)
-from twophase import quarantine
-from twophase.log import TransactionLog
+from twophase.log import PostgresLog
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +38,7 @@ def test_every_hostile_line_is_accounted_for(run_dag, orders_data, fresh_day, pg
     assert run.state == "success", run.output[-4000:]
     [(load_id, state, _reason)] = loads_of_day(pg_dsn, fresh_day)
     assert state == "COMMITTED"
-    metrics = TransactionLog(pg_dsn).get(load_id).metrics
+    metrics = PostgresLog(pg_dsn).get(load_id).metrics
 
     # Lines on disk (of the files read) = orders + duplicates + rejected + blank.
     read_files = {name: data for c in cases for name, data in c.files.items() if name not in c.skipped}
@@ -90,7 +89,7 @@ def test_every_hostile_line_is_accounted_for(run_dag, orders_data, fresh_day, pg
     assert "\\xe9" in bad_utf8["line"] and "byte 0xe9" in bad_utf8["detail"]
 
     # The quarantine keeps the same lines, queryable with the load: `show --rejected`.
-    kept = quarantine.kept(pg_dsn, load_id)
+    kept = PostgresLog(pg_dsn).quarantined(load_id)
     assert Counter((k.source, k.reason, k.detail, k.content) for k in kept) == Counter(
         (r["file"], r["reason"], r["detail"], r["line"].replace("\x00", "\\x00")) for r in rejects)
     [nul] = [k for k in kept if k.source.endswith("nul_byte_outside_strings.jsonl")]

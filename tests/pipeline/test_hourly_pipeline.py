@@ -14,7 +14,7 @@ import pytest
 from hourly_data import DAG_ID, ROOT, TOPIC, expected_hour, fresh_day, hour_rows, loads_of_hour, run_hour
 from orders_sample.generate import generate
 from support import header, read_topic
-from twophase.log import TransactionLog
+from twophase.log import PostgresLog
 from twophase.spec import Connections, SpecError
 from twophase_airflow.config import Interval
 from twophase.verify import verify
@@ -35,7 +35,7 @@ def assert_hour_loaded(pg_dsn, kafka_bootstrap, folder, hour, load_id):
         value = values[customer]
         assert (value["customer_id"], value["orders"], value["revenue"]) == (customer, n, revenue)
         assert datetime.fromisoformat(value["hour"]) == hour
-    metrics = TransactionLog(pg_dsn).get(load_id).metrics
+    metrics = PostgresLog(pg_dsn).get(load_id).metrics
     orders = sum(n for n, _ in expected.totals.values())
     assert (metrics["input_lines"], metrics["orders"], metrics["other_hours_lines"], metrics["rejected_lines"]) == \
         (expected.lines, orders, expected.other_hours, expected.rejected)
@@ -79,7 +79,7 @@ def test_two_hours_commit_once_each_and_replace_swaps_one(orders_data, pg_dsn, k
     assert {(header(m, "twophase.mode"), header(m, "twophase.replaces")) for m in records} == {("replace", first_id)}
     assert hour_rows(pg_dsn, first_hour) == kept_rows and {r[2] for r in kept_rows.values()} == {kept_id}
 
-    log = TransactionLog(pg_dsn)
+    log = PostgresLog(pg_dsn)
     loads = [log.get(lid) for hour in (first_hour, second_hour) for lid, _, _ in loads_of_hour(pg_dsn, hour)]
     findings = verify(log, Connections(pg_dsn, kafka_bootstrap), loads)
     assert findings and all(f.ok for f in findings), findings

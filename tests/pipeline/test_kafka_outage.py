@@ -27,7 +27,7 @@ import pytest
 from orders_sample.generate import generate
 from support import ORDERS_PIPELINE, read_topic
 from twophase.ids import load_id_for
-from twophase.log import TransactionLog
+from twophase.log import PostgresLog
 from twophase.states import State
 from support import count_table_rows
 
@@ -155,7 +155,7 @@ def test_kafka_down_at_prepare_rollback_retries_then_succeeds(own_kafka, orders_
 
     assert state == "failed", output[-4000:]
     lid = load_id_for(ORDERS_PIPELINE, run_id)
-    txlog = TransactionLog(pg_dsn)
+    txlog = PostgresLog(pg_dsn)
     load = txlog.get(lid)
     down = (f"Kafka at {own_kafka.bootstrap} is unreachable: Connect to ipv4#{own_kafka.bootstrap} failed: "
             "Connection refused")

@@ -19,7 +19,7 @@ from airflow_db import asset_events, clear_queue, queued_assets
 from expected import expected_totals
 from orders_sample.generate import generate
 from support import header, iceberg_table, read_topic
-from twophase.log import TransactionLog
+from twophase.log import PostgresLog
 from twophase.spec import Connections
 from twophase.verify import verify
 
@@ -71,7 +71,7 @@ def folder_digest(folder: Path) -> str:
 
 def assert_verified(pg_dsn, kafka_bootstrap, day):
     """The CLI's independent check passes for every load of the day."""
-    log = TransactionLog(pg_dsn)
+    log = PostgresLog(pg_dsn)
     loads = [log.get(load_id) for load_id, _state, _reason in loads_of_day(pg_dsn, day)]
     findings = verify(log, Connections.from_env(), loads)
     assert findings and all(f.ok for f in findings), findings

@@ -6,7 +6,7 @@ import psycopg2
 
 from support import make_spec
 from twophase import coordinator
-from twophase.log import TransactionLog
+from twophase.log import PostgresLog
 from twophase.states import State
 
 
@@ -15,7 +15,7 @@ def test_recovery_dag_presumes_abort_of_a_stale_undecided_load(run_dag, pg_dsn, 
     with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
         cur.execute("create schema if not exists core_tests")
         cur.execute(f"create table {table} (customer_id text, load_id text not null)")
-    log = TransactionLog(pg_dsn)
+    log = PostgresLog(pg_dsn)
     spec = make_spec({"table": table, "topic": unique_name.replace("_", "-")}, pipeline="recovery_dag_test")
     coordinator.begin(log, spec)
     # The begin task ran three hours ago and its DAG run died: nothing decided since.

@@ -17,7 +17,7 @@ from orders_sample.generate import generate
 from support import ORDERS_PIPELINE
 from twophase import coordinator
 from twophase.ids import load_id_for
-from twophase.log import TransactionLog
+from twophase.log import PostgresLog
 from twophase.spec import Connections, KafkaTarget, LoadSpec, PostgresTarget
 
 pytestmark = pytest.mark.slow
@@ -53,7 +53,7 @@ def test_a_second_run_of_a_day_in_flight_fails_and_finish_says_why(run_dag, orde
     generate(orders_data / "landing", fresh_day, 100, bad_share=0.0)
     # Another load of the same day, begun in the log and still PREPARING (as a concurrent run's is).
     run_id = f"test-in-flight-{uuid.uuid4().hex[:8]}"
-    txlog = TransactionLog(pg_dsn)
+    txlog = PostgresLog(pg_dsn)
     other = coordinator.begin(txlog, LoadSpec(
         load_id=load_id_for(ORDERS_PIPELINE, run_id), pipeline=ORDERS_PIPELINE, run_id=run_id,
         targets=(PostgresTarget(TABLE), KafkaTarget(TOPIC, "customer_id")),

@@ -17,7 +17,7 @@ import os
 from airflow_api import AirflowApi
 from twophase import coordinator
 from twophase.ids import load_id_for
-from twophase.log import TransactionLog, UnknownLoad
+from twophase.log import PostgresLog, UnknownLoad
 from twophase.spec import Connections
 from twophase.states import State
 
@@ -63,7 +63,7 @@ def end_leftover_runs(url: str, user: str, password: str, dag_ids=UNPAUSED, api:
 
 
 def _roll_back(load_id: str) -> None:
-    txlog = TransactionLog(os.environ["TWOPHASE_PG_DSN"])
+    txlog = PostgresLog(os.environ["TWOPHASE_PG_DSN"])
     try:
         load = txlog.get(load_id)
     except UnknownLoad:  # the run ended before its begin task logged the load

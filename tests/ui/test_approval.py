@@ -23,7 +23,7 @@ from airflow_api import AirflowApi
 from orders_sample.generate import generate
 from support import count_table_rows, fresh_day, orders_landing, topic_ends
 from twophase.ids import load_id_for
-from twophase.log import TransactionLog
+from twophase.log import PostgresLog
 from twophase.participants.postgres import prepared_gids
 from twophase.states import State
 
@@ -100,7 +100,7 @@ def _never_held(held, what: str) -> None:
 
 
 def test_an_unanswered_approval_holds_nothing_while_it_waits_then_rejects(api, pg_dsn, kafka_bootstrap):
-    txlog = TransactionLog(pg_dsn)
+    txlog = PostgresLog(pg_dsn)
     run_id, load_id = _ask(api, pg_dsn, approval_timeout_minutes=WAIT_S / 60)
     load = txlog.get(load_id)
     day = load.data_interval_start.date().isoformat()
@@ -152,7 +152,7 @@ def _asked_again(api: AirflowApi, run_id: str, timeout: float = 180) -> bool:
 
 @pytest.mark.parametrize("answer", ["Approve", "Reject"])
 def test_an_answer_through_the_rest_api_commits_or_rolls_back_and_names_who(api, airflow_ui, pg_dsn, answer):
-    txlog = TransactionLog(pg_dsn)
+    txlog = PostgresLog(pg_dsn)
     run_id, load_id = _ask(api, pg_dsn)
     assert txlog.get(load_id).state == State.PREPARED
     assert api.hitl(DAG_ID, run_id, "approve")["subject"] == f"Publish load {load_id}?"

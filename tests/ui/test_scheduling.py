@@ -16,7 +16,7 @@ from airflow_api import AirflowApi
 from orders_sample.generate import generate
 from running_airflow import RECOVERED, UNPAUSED, airflow_env, unpause
 from support import orders_landing, stack
-from twophase.log import TransactionLog
+from twophase.log import PostgresLog
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 SCHEDULE = "*/2 * * * *"
@@ -32,7 +32,7 @@ def scheduler_with_short_schedule(pg_dsn):
     persons = "UI up at" in stack("status") and not running_airflow.started_here
     stack("airflow-down")
     today = datetime.now(timezone.utc).date()
-    committed_before = [x for x in TransactionLog(pg_dsn).recent(1000, "orders_daily_totals")
+    committed_before = [x for x in PostgresLog(pg_dsn).recent(1000, "orders_daily_totals")
                         if x.state.value == "COMMITTED" and x.data_interval_start.date() == today]
     # Today's orders, before the scheduler starts: its first run loads today at once.
     generate(orders_landing(), today, 2000, bad_share=0.0)
@@ -66,7 +66,7 @@ def _wait_for(what: str, check, timeout: float = 600):
 def test_a_scheduled_run_commits_and_starts_the_downstream_dag(scheduler_with_short_schedule, pg_dsn):
     since, committed_before, api = scheduler_with_short_schedule
     today = since.date()
-    log = TransactionLog(pg_dsn)
+    log = PostgresLog(pg_dsn)
 
     if committed_before:  # an earlier scheduled run committed today: later ones must load nothing
         run_id, state, _ = _wait_for("a scheduled run of orders_daily_totals that finished", lambda: [

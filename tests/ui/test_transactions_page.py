@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from support import make_spec
 from twophase import coordinator
-from twophase.log import TransactionLog
+from twophase.log import PostgresLog
 from twophase.spec import Connections
 from twophase.states import State
 from twophase.votes import Vote
@@ -42,7 +42,7 @@ def pipeline() -> str:
 
 @pytest.fixture(scope="module")
 def loads(pg_dsn, kafka_bootstrap, pipeline):
-    log = TransactionLog(pg_dsn)
+    log = PostgresLog(pg_dsn)
     conns = Connections(pg_dsn, kafka_bootstrap)
     # Neither table nor topics are created: nothing is staged, so rollback has nothing to discard.
     target = {"table": f"ui_tests.{pipeline}", "topic": pipeline.replace("_", "-")}

@@ -1,5 +1,5 @@
 """The coordinator over every branch, without servers: an in-memory log and in-memory
-participants with fault knobs (twophase.memory_log, twophase.participants.memory).
+participants with fault knobs (twophase.log.MemoryLog, twophase.participants.memory).
 
 Every step gets fresh participant instances over one shared store (the contract: any hook
 may run on a fresh instance, in another process, later). A load here has two participants:
@@ -10,14 +10,14 @@ may run on a fresh instance, in another process, later). A load here has two par
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 
 import pytest
 
-from twophase import coordinator, failpoints
+from twophase import coordinator, failpoints, recovery
 from twophase.coordinator import AlreadyCommitted, IntervalBusy, LoadAborted, ProtocolViolation, RetryLater
 from twophase.ids import load_id_for
-from twophase.log import StateConflict, Superseded
-from twophase.memory_log import MemoryLog
+from twophase.log import MemoryLog, StateConflict, Superseded
 from twophase.outcome import Kind
 from twophase.participants.memory import (Crashed, Faults, LocalFrame, LocalStage, MemoryParticipant,
                                           MemoryStore, MemoryUnreachable)
@@ -48,6 +48,10 @@ class Conns:
     def healed(self) -> "Conns":
         """The same servers with every fault gone (a fresh process after a crash)."""
         return Conns(self.store, self.layout)
+
+    def sweep(self, state_of, pipeline=None):
+        """Recovery's orphan sweep of these servers (Connections.sweep)."""
+        return MemoryParticipant.sweep(self.store.endpoint, state_of, pipeline)
 
 
 def make_spec(run_id="run-1", mode="append", interval=None) -> LoadSpec:
@@ -91,22 +95,9 @@ def run_load(log, conns, spec, stage=None):
 
 
 def recover(log, conns) -> list[str]:
-    """What recovery.recover does with deadline 0 (presume abort at once), over these
-    servers: resolve every unresolved load through the coordinator, then sweep orphans.
-    (recover() itself needs Postgres: conns.pg_dsn and participants.sweep_all.)"""
-    done = []
-    for load in log.unresolved():
-        try:
-            if load.state in (State.PREPARING, State.PREPARED):
-                coordinator.rollback(log, conns, load.load_id, reason="presumed abort: no decision (recovery)")
-            elif load.state == State.COMMITTING:
-                coordinator.commit(log, conns, load.load_id)
-            else:
-                coordinator.rollback(log, conns, load.load_id)
-            done.append(f"{load.load_id}: resolved")
-        except (RetryLater, LoadAborted, ProtocolViolation) as exc:
-            done.append(f"{load.load_id}: {exc}")
-    return done + [s.load_id for s in MemoryParticipant.sweep(conns.store.endpoint, log.states_of)]
+    """The real recovery.recover with deadline 0 (presume abort at once): the loads it acted
+    on (resolved, or whose orphans it swept)."""
+    return [a.load_id for a in recovery.recover(log, conns, deadline=timedelta(0))]
 
 
 def assert_nothing_left(store: MemoryStore, load_id: str):
@@ -761,14 +752,14 @@ def test_rows_failing_a_rule_are_kept_in_the_quarantine_capped_and_replaced_by_a
     passing = NullShare(ORDERS, "customer_id", error=(0, 0))
     warned = ValueRange(ORDERS, "amount", low=0, high=15, warn=(0, 0))
     coordinator.audit(log, conns, spec.load_id, [duplicates, passing, warned], quarantine_cap=5)
-    kept = log.quarantined[spec.load_id]
+    kept = log.quarantined(spec.load_id)
     assert [(k.reason, k.source) for k in kept] == [(duplicates.name, ORDERS)] * 5 + [(warned.name, ORDERS)] * 4
     assert sorted(json.loads(k.content)["amount"] for k in kept if k.reason == warned.name) == [16, 17, 18, 19]
     assert all(json.loads(k.content)["customer_id"] in {f"c{i}" for i in range(7)} for k in kept)
     assert kept[0].detail == f"error of audit rule {duplicates.name}"
 
     coordinator.audit(log, conns, spec.load_id, [duplicates, passing, warned], quarantine_cap=100)  # retried
-    assert sorted(k.reason for k in log.quarantined[spec.load_id]) == [duplicates.name] * (N - 7) + [warned.name] * 4
+    assert sorted(k.reason for k in log.quarantined(spec.load_id)) == [duplicates.name] * (N - 7) + [warned.name] * 4
 
 
 def test_a_load_without_its_required_audit_aborts_and_a_passing_one_commits(log, store):

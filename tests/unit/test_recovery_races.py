@@ -1,17 +1,20 @@
 """recovery.recover resolves each load on its own: a load that races with its own
 pipeline's step, or whose resolution raises, is reported and the others are still
-resolved and swept. In-memory log and participants (test_coordinator.py); the quarantine's
-retention sweep, which needs the log's Postgres, is stubbed out."""
+resolved and swept; a decided load that cannot finish for too long is reported failed.
+In-memory log and participants (test_coordinator.py); the quarantine's retention sweep is
+the memory log's."""
 
 from __future__ import annotations
+
+from datetime import datetime, timedelta
 
 import pytest
 
 from test_coordinator import ALL, Conns, make_spec, prepare_and_vote, visible
-from twophase import quarantine, recovery
-from twophase.memory_log import MemoryLog
+from twophase import coordinator, recovery
+from twophase.log import MemoryLog
 from twophase.outcome import Kind, Outcome
-from twophase.participants.memory import MemoryParticipant, MemoryStore
+from twophase.participants.memory import Faults, MemoryParticipant, MemoryStore
 from twophase.states import State
 
 
@@ -23,7 +26,6 @@ class RecoveryConns(Conns):
     def __init__(self, store, log, raced: str, broken: str):
         super().__init__(store)
         self.log, self.raced, self.broken = log, raced, broken
-        self.pg_dsn = ""  # the quarantine's database: its sweep is stubbed out
 
     def participants(self, spec, attempt=1):
         if spec.load_id == self.broken:
@@ -42,12 +44,8 @@ class RecoveryConns(Conns):
                     p.__class__ = Raced
         return built
 
-    def sweep(self, state_of, pipeline=None):
-        return MemoryParticipant.sweep(self.store.endpoint, state_of, pipeline)
 
-
-def test_a_race_and_a_failure_are_reported_and_every_other_load_is_recovered(monkeypatch):
-    monkeypatch.setattr(quarantine, "sweep", lambda dsn, retention, pipeline: 0)
+def test_a_race_and_a_failure_are_reported_and_every_other_load_is_recovered():
     log, store = MemoryLog(), MemoryStore()
     specs = [make_spec(f"run-{i}") for i in range(3)]
     for spec in specs:
@@ -65,3 +63,74 @@ def test_a_race_and_a_failure_are_reported_and_every_other_load_is_recovered(mon
     assert actions[plain].action == "commit re-driven"
     assert log.get(plain).state == State.COMMITTED and visible(conns, plain) == ALL
     assert log.get(broken).state == State.COMMITTING, "a load recovery could not resolve keeps its decision"
+
+
+def test_a_decided_load_that_cannot_finish_is_reported_failed_once_it_is_stuck_too_long():
+    log, store, spec = MemoryLog(), MemoryStore(), make_spec()
+    conns = RecoveryConns(store, log, raced="", broken="")
+    conns.faults = {"tables": Faults(fail_at={"commit": "retry"})}  # a server down, for good
+    decided = prepare_and_vote(log, conns, spec)
+    assert decided.state == State.COMMITTING
+
+    [soon] = [a for a in recovery.recover(log, conns, now=decided.decided_at + timedelta(minutes=30))
+              if a.load_id == spec.load_id]
+    assert soon.action == "retry later", soon.describe()
+    [late] = [a for a in recovery.recover(log, conns, now=decided.decided_at + timedelta(minutes=61))
+              if a.load_id == spec.load_id]
+    assert late.action == "failed", late.describe()
+    assert "COMMITTING for 61 min since its decision, still unable to finish" in late.detail
+    assert "tables: retry later" in late.detail, "the reason it cannot finish"
+    assert log.get(spec.load_id).state == State.COMMITTING, "still decided COMMIT, and retried at the next run"
+
+
+def _resolved(log, conns, load_id, **recover_args) -> recovery.Action:
+    [action] = [a for a in recovery.recover(log, conns, **recover_args) if a.load_id == load_id]
+    return action
+
+
+def test_an_undecided_load_waits_for_its_deadline_then_is_presumed_aborted():
+    log, store, spec = MemoryLog(), MemoryStore(), make_spec()
+    conns = RecoveryConns(store, log, raced="", broken="")
+    coordinator.begin(log, spec)
+    began = log.get(spec.load_id).began_at
+    young = _resolved(log, conns, spec.load_id, now=began + timedelta(minutes=30))
+    assert young.describe() == (f"{spec.load_id}: waiting (PREPARING, began 30 min ago; presumed abort 120 min "
+                                "after the load began)")
+    old = _resolved(log, conns, spec.load_id, now=began + timedelta(minutes=121))
+    assert old.action == "presumed abort"
+    load = log.get(spec.load_id)
+    assert load.state == State.ABORTED and load.reason == "presumed abort: no decision 120 min after the load began (recovery)"
+
+
+def test_a_load_waiting_for_approval_counts_its_deadline_from_the_end_of_the_wait():
+    log, store, spec = MemoryLog(), MemoryStore(), make_spec()
+    conns = RecoveryConns(store, log, raced="", broken="")
+    assert prepare_and_vote(log, conns, spec, rules=()).state == State.COMMITTING  # (a load to compare with)
+    waiting = make_spec("run-approval")
+    coordinator.begin(log, waiting)
+    log.transition(waiting.load_id, State.PREPARED)
+    load = coordinator.ask_approval(log, waiting.load_id, timedelta(hours=3))
+    ends = datetime.fromisoformat(load.approval["timeout_at"])
+    action = _resolved(log, conns, waiting.load_id, now=ends + timedelta(minutes=119))
+    assert action.action == "waiting" and "waiting for approval since" in action.detail
+    assert "presumed abort 120 min after its approval's answer or timeout" in action.detail
+    assert _resolved(log, conns, waiting.load_id, now=ends + timedelta(minutes=121)).action == "presumed abort"
+
+
+def test_a_decided_rollback_is_re_driven_and_a_commit_that_violates_is_reported_failed():
+    log, store = MemoryLog(), MemoryStore()
+    conns = RecoveryConns(store, log, raced="", broken="")
+    aborting, lost = make_spec("run-aborting"), make_spec("run-lost")
+    conns.faults = {"topic": Faults(vote_no=True, fail_at={"abort": "retry"}, times=1)}
+    assert prepare_and_vote(log, conns, aborting).state == State.ABORTING
+    with pytest.raises(coordinator.RetryLater):
+        coordinator.rollback(log, conns, aborting.load_id)  # the rollback task gave up; the fault then cleared
+    conns.faults = {"tables": Faults(lose_prepared=True)}
+    assert prepare_and_vote(log, conns, lost).state == State.COMMITTING
+    actions = {}
+    for action in recovery.recover(log, conns):
+        actions.setdefault(action.load_id, action)
+    assert actions[aborting.load_id].action == "rollback re-driven"
+    assert log.get(aborting.load_id).state == State.ABORTED
+    failed = actions[lost.load_id]
+    assert failed.action == "failed" and f"load {lost.load_id} VIOLATED: topic committed" in failed.detail

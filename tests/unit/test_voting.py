@@ -4,7 +4,8 @@ from dataclasses import replace
 
 import pytest
 
-from twophase.voting import MaxRejectedShare, MaxSkippedFiles, MinRows, owned, reasons_to_abort
+from twophase.outcome import Kind, Outcome
+from twophase.voting import MaxRejectedShare, MaxSkippedFiles, MinRows, commit_problems, owned, reasons_to_abort
 from twophase.votes import Vote
 
 PLANNED = {"postgres": ("shop.orders", "shop.daily"), "kafka": ("orders",)}
@@ -85,6 +86,17 @@ def test_a_vote_under_another_name_is_owned_as_a_no():
     assert (kept.participant, kept.yes, kept.committable) == ("postgres", False, {"gid": "g"})
     assert kept.reason == "its vote names another participant, kafka"
     assert owned(liar, "kafka") is liar
+
+
+def test_a_commit_of_a_vote_of_the_old_form_is_compared_by_its_total():
+    """A vote logged before targets had names has a total alone: what the commit made
+    visible is compared with it, under whatever names the participant gives."""
+    old = Vote("postgres", True, 14)
+    assert commit_problems(old, Outcome("postgres", Kind.ALREADY_DONE, visible={"postgres": 14})) == []
+    assert commit_problems(old, Outcome("postgres", Kind.DONE, visible={"postgres": 13})) == [
+        "postgres committed 13, but voted 14"]
+    assert commit_problems(old, Outcome("postgres", Kind.DONE)) == [
+        "postgres committed nothing it could count, but voted 14"]
 
 
 def test_quality_rules_run_only_when_votes_are_sound():

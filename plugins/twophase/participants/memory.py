@@ -302,7 +302,8 @@ class MemoryParticipant(Participant):
             if self.faults.lose_prepared and self._key not in self.store.committed:
                 self.store.lose(*self._key)
             if self._key in self.store.committed:
-                outcome = Outcome(self.name, Kind.ALREADY_DONE, counts=self._counts(self.store.committed))
+                outcome = Outcome(self.name, Kind.ALREADY_DONE, counts=self._counts(self.store.committed),
+                                  visible=self._visible())
             elif self._key in self.store.aborted:
                 outcome = Outcome(self.name, Kind.FAILED, f"load {self.load_id} was aborted in {self.name}; "
                                   "it cannot be committed")
@@ -312,7 +313,8 @@ class MemoryParticipant(Participant):
             else:
                 self.store.committed[self._key] = self._drop_prepared()
                 self.store.events.append(("commit", self.name, self.load_id))
-                outcome = Outcome(self.name, Kind.DONE, counts=self._counts(self.store.committed))
+                outcome = Outcome(self.name, Kind.DONE, counts=self._counts(self.store.committed),
+                                  visible=self._visible())
         _fault(self, "commit", after=True)
         return outcome
 
@@ -383,6 +385,11 @@ class MemoryParticipant(Participant):
 
     def _counts(self, where: dict) -> dict[str, int]:
         return {t: len(rows) for t, rows in where.get(self._key, {}).items()}
+
+    def _visible(self) -> dict[str, int]:
+        """Per target, the load's committed rows."""
+        committed = self.store.committed.get(self._key, {})
+        return {t: len(committed.get(t, [])) for t in self.targets}
 
     def _drop_staged(self) -> int:
         rows = 0

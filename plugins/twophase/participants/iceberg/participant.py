@@ -163,7 +163,7 @@ class IcebergParticipant(Participant):
         for _ in range(CONFLICT_RETRIES):
             done = committed_by(table, self.load_id)
             if done:
-                return Outcome(self.name, Kind.ALREADY_DONE, counts=self._counts(vote, done))
+                return self._committed(Kind.ALREADY_DONE, vote, done)
             problem = self._files_missing(vote)
             if problem:
                 return Outcome(self.name, Kind.FAILED, problem)
@@ -178,7 +178,7 @@ class IcebergParticipant(Participant):
                     continue
                 done = self._committed_after(table, exc)
                 if done:
-                    return Outcome(self.name, Kind.DONE, counts=self._counts(vote, done))
+                    return self._committed(Kind.DONE, vote, done)
                 if isinstance(exc, ValueError):  # pyiceberg refused the files before committing
                     return Outcome(self.name, Kind.FAILED, one_line(
                         f"iceberg table {self.target.table} refused the staged files: {root_cause(exc)}"))
@@ -186,7 +186,7 @@ class IcebergParticipant(Participant):
                     f"the commit to iceberg table {self.target.table} failed, its outcome unknown; the staged files "
                     f"are kept and a retry reads the table's snapshots first: {root_cause(exc)}"))
             failpoints.hit("iceberg.committed")
-            return Outcome(self.name, Kind.DONE, counts=self._counts(vote, committed_by(table, self.load_id)))
+            return self._committed(Kind.DONE, vote, committed_by(table, self.load_id))
         return Outcome(self.name, Kind.RETRY_LATER, f"iceberg table {self.target.table}: other writers committed "
                        f"{CONFLICT_RETRIES} times in a row; retry")
 
@@ -210,15 +210,18 @@ class IcebergParticipant(Participant):
         except Exception:  # noqa: BLE001 - the catalog is not answering: unknown, retry
             return []
 
-    def _counts(self, vote: Vote, snapshots: list) -> dict:
+    def _committed(self, kind: Kind, vote: Vote, snapshots: list) -> Outcome:
+        """A commit's outcome: its counts, and what readers see, the records the load's
+        snapshots added (their summaries, as the table's metadata says)."""
         appended = [s for s in snapshots if s.summary.operation.value == "append"]
         deleted = sum(int(s.summary.additional_properties.get("deleted-records", 0)) for s in snapshots)
+        added = sum(int(s.summary.additional_properties.get("added-records", 0)) for s in snapshots)
         counts = {"rows": vote.committable["rows"], "files": len(vote.committable["files"])}
         if appended:
             counts["snapshot"] = appended[-1].snapshot_id
         if deleted:
             counts["deleted"] = deleted
-        return counts
+        return Outcome(self.name, kind, counts=counts, visible={self.target.name: added})
 
     def clean_up(self, vote: Vote) -> str:
         """After the commit: delete the staging directory's files the snapshot does not

@@ -205,12 +205,16 @@ class KafkaParticipant(Participant):
                         "KafkaTarget.transaction_timeout_ms, or raise the broker's transaction.max.timeout.ms."))
                 raise
             if _copy_committed(consumer, copies, self.copy_id):
-                return Outcome(self.name, Kind.ALREADY_DONE, counts={"records": vote.count})
+                # The copy's transaction committed the staging offsets with the records, and
+                # it commits only when it copied each topic's voted records.
+                return Outcome(self.name, Kind.ALREADY_DONE, counts={"records": vote.count},
+                               visible={c["topic"]: c["records"] for c in copies})
             if _aborted(consumer, copies):
                 return Outcome(self.name, Kind.FAILED, f"the load was aborted: its staged records are never "
                                f"published to {topics}")
             if not any(c["ranges"] for c in copies):
-                return Outcome(self.name, Kind.DONE, counts={"records": 0, "topic": topics})
+                return Outcome(self.name, Kind.DONE, counts={"records": 0, "topic": topics},
+                               visible={c["topic"]: 0 for c in copies})
             problem = self._target_missing() or self.check_ranges(vote.committable, vote.count)
             if problem:
                 return Outcome(self.name, Kind.FAILED, problem)
@@ -231,7 +235,8 @@ class KafkaParticipant(Participant):
             producer.commit_transaction(timeout_s)
             in_transaction = False
             failpoints.hit("kafka.copy_committed")
-            return Outcome(self.name, Kind.DONE, counts={"records": sum(n for n, _ in copied.values()), "topic": topics})
+            return Outcome(self.name, Kind.DONE, counts={"records": sum(n for n, _ in copied.values()), "topic": topics},
+                           visible={c["topic"]: copied[c["staging_topic"]][0] for c in copies})
         except _CopyTimedOut as exc:
             producer.abort_transaction(2 * request_timeout_s())
             in_transaction = False

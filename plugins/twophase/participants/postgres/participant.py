@@ -223,7 +223,7 @@ class PostgresParticipant(Participant):
                 except psycopg2.errors.UndefinedObject:
                     marker = self._marker(cur)
                     if marker is not None:
-                        return Outcome(self.name, Kind.ALREADY_DONE, counts={"rows": marker[0], "deleted": marker[1]})
+                        return self._committed(Kind.ALREADY_DONE, vote, marker)
                     return Outcome(self.name, Kind.FAILED, (
                         f"prepared transaction {self.gid} no longer exists and was not committed: it was "
                         "rolled back (by an abort, or outside the protocol: ROLLBACK PREPARED by an operator?), "
@@ -231,7 +231,7 @@ class PostgresParticipant(Participant):
                 marker = self._marker(cur)
                 self._discard_earlier(cur, drop=False)
             failpoints.hit("pg.committed")
-            return Outcome(self.name, Kind.DONE, counts={"rows": marker[0], "deleted": marker[1]} if marker else {})
+            return self._committed(Kind.DONE, vote, marker)
         except psycopg2.OperationalError as exc:  # a lock or a conflict
             return Outcome(self.name, Kind.RETRY_LATER, one_line(str(exc)))
 
@@ -350,6 +350,24 @@ class PostgresParticipant(Participant):
         return swept
 
     # -- helpers ------------------------------------------------------------------------
+    def _committed(self, kind: Kind, vote: Vote | None, marker: tuple[int, int] | None) -> Outcome:
+        """A commit's outcome: what readers see now, per table. The commit marker, written in
+        the prepared transaction, holds the rows ready() inserted over all tables; ready()
+        checked each table's against the vote, and the readied vote keeps them
+        (committable["tables"]; a vote of an earlier release has one table, or none named:
+        the log's old form). A marker that disagrees with them says nothing per table."""
+        if marker is None:
+            return Outcome(self.name, kind, f"no commit marker for {self.gid}: the rows made visible are unknown")
+        rows, deleted = marker
+        counts = {"rows": rows, "deleted": deleted}
+        committable = vote.committable if vote is not None else {}
+        tables = {t: r["rows"] for t, r in committable.get("tables", {}).items()} or {
+            committable.get("table") if vote is not None and vote.counts else self.name: rows}
+        if sum(tables.values()) != rows:
+            return Outcome(self.name, kind, f"the commit marker of {self.gid} says {rows} rows, the readied vote "
+                           f"{sum(tables.values())}: the rows made visible per table are unknown", counts)
+        return Outcome(self.name, kind, counts=counts, visible=tables)
+
     def _marker(self, cur) -> tuple[int, int] | None:
         cur.execute("select to_regclass(%s)", (MARKERS,))
         if cur.fetchone()[0] is None:

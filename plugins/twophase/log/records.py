@@ -1,0 +1,60 @@
+"""What the transaction log returns: a load's row (Load) and one of its state changes
+(Transition). Plain values: changing one never changes the log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from ..spec import LoadSpec
+from ..states import State
+
+
+@dataclass(frozen=True)
+class Load:
+    load_id: str
+    pipeline: str
+    run_id: str
+    state: State
+    decision: str | None
+    reason: str | None
+    participants: dict
+    input: dict
+    expected_rows: int | None
+    expected: dict | None       # per target (None: logged before targets had names)
+    metrics: dict
+    prepare_error: str | None
+    data_interval_start: datetime | None
+    data_interval_end: datetime | None
+    began_at: datetime
+    prepared_at: datetime | None
+    decided_at: datetime | None
+    finished_at: datetime | None
+    updated_at: datetime
+    prepare_attempt: int = 0    # the latest prepare attempt claimed (0: none yet)
+    exposed_at: datetime | None = None  # the vote began making participants ready (holding locks)
+    audit: dict | None = None   # the audit's report (audit/report.schema.json); None: not audited
+    approval: dict | None = None  # asked and answered (twophase/approval.py); None: not asked
+    outcomes: dict | None = None  # participant -> its commit's {kind, seconds, count}; None: not committed
+    driver: str | None = None   # who drives the load's phase 2 now (TransactionLog.claim_driver)
+    driver_until: datetime | None = None  # when that driver's lease ends unless renewed
+
+    @property
+    def attempt(self) -> int:
+        """The prepare attempt whose staging the load's vote, commit and rollback act on."""
+        return max(1, self.prepare_attempt)
+
+    @classmethod
+    def from_row(cls, row: dict) -> "Load":
+        return cls(**{**row, "state": State(row["state"])})
+
+    def spec(self) -> LoadSpec:
+        return LoadSpec.from_log(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Transition:
+    from_state: str | None
+    to_state: str
+    reason: str | None
+    at: datetime
