@@ -1,4 +1,4 @@
-"""python -m twophase status|show|recover|verify|migrate: the transaction log from a shell.
+"""python -m twophase status|show|recover|verify|abandon|migrate: the transaction log from a shell.
 
 Connections come from TWOPHASE_PG_DSN and TWOPHASE_KAFKA_BOOTSTRAP
 (eval "$(scripts/stack env)" sets both for the local stack).
@@ -7,13 +7,14 @@ Connections come from TWOPHASE_PG_DSN and TWOPHASE_KAFKA_BOOTSTRAP
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import sys
 from datetime import timedelta
 
-from . import approval, quarantine, recovery, report
+from . import approval, coordinator, quarantine, recovery, report
 from .audit.report import audit_summary
-from .log import MIGRATIONS, PostgresLog, UnknownLoad
+from .log import MIGRATIONS, DriverBusy, PostgresLog, StateConflict, UnknownLoad
 from .spec import Connections, SpecError
 from .verify import verify
 
@@ -117,6 +118,17 @@ def cmd_verify(log, conns, args) -> int:
     return 1 if bad or unchecked else 0
 
 
+def cmd_abandon(log, conns, args) -> int:
+    """An operator's end to a rollback that cannot finish (coordinator.abandon)."""
+    try:
+        load = coordinator.abandon(log, args.load_id, by=getpass.getuser(), why=args.reason)
+    except (StateConflict, DriverBusy, UnknownLoad) as exc:
+        print(f"twophase: {exc}", file=sys.stderr)
+        return 1
+    print(f"load {load.load_id} is ABORTED: {load.reason}")
+    return 0
+
+
 def cmd_migrate(log, conns, args) -> int:
     """main() has created or upgraded the log's schema already."""
     print(f"the transaction log's schema twophase is at version {len(MIGRATIONS)}")
@@ -136,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     show.add_argument("--rejected", action="store_true", help="its rejected input lines kept in the quarantine")
     show.add_argument("--audit", action="store_true", help="its audit report as JSON (twophase/audit/report.schema.json)")
     sub.add_parser("migrate", help="create or upgrade the log's schema (as its owner: docs/clusters.md)")
+    aba = sub.add_parser("abandon", help="end a rollback that cannot finish (ABORTING -> ABORTED), freeing its "
+                                         "data interval; once you checked nothing of the load is visible")
+    aba.add_argument("load_id")
+    aba.add_argument("--reason", required=True, help="why, kept with the load (who: your user name)")
     rec = sub.add_parser("recover", help="resolve in-doubt loads and clean orphans")
     rec.add_argument("--pipeline", help="resolve only this pipeline's loads; sweep only its orphans and quarantined lines")
     rec.add_argument("--deadline-minutes", type=float, default=recovery.DEFAULT_DEADLINE.total_seconds() / 60,
@@ -153,5 +169,5 @@ def main(argv: list[str] | None = None) -> int:
     log = PostgresLog(conns.pg_dsn)
     log.ensure_schema()
     commands = {"status": cmd_status, "show": cmd_show, "recover": cmd_recover, "verify": cmd_verify,
-                "migrate": cmd_migrate}
+                "migrate": cmd_migrate, "abandon": cmd_abandon}
     return commands[args.command](log, conns, args)

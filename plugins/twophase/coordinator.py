@@ -517,8 +517,6 @@ def _abort_all(log: TransactionLog, load: Load, parts: list[Participant], driver
     """Every participant's abort, as the load's one driver, then ABORTED: RetryLater when
     one must be retried; VIOLATED when one has committed (ProtocolViolation)."""
     load_id = load.load_id
-    if load.state == State.ABORTED:
-        return []
     votes = log.votes(load_id)
     outcomes = []
     for i, p in enumerate(commit_order(parts)):
@@ -532,6 +530,25 @@ def _abort_all(log: TransactionLog, load: Load, parts: list[Participant], driver
         _violated(log, load_id, "rollback impossible: " + "; ".join(o.describe() for o in failed), driver)
     log.transition(load_id, State.ABORTED, expect=[State.ABORTING], driver=driver)
     return outcomes
+
+
+def abandon(log: TransactionLog, load_id: str, by: str, why: str) -> Load:
+    """An operator ends a rollback that cannot finish (its staging topic deleted, a role
+    without the grant to roll back, a server gone for good): the load, ABORTING, becomes
+    ABORTED with who abandoned it and why, which frees its data interval for new loads.
+    Only a rollback can be abandoned: a decided COMMIT is finished, never given up.
+
+    The person answers for what the rollback left (a prepared transaction, staged rows:
+    recovery's sweep discards those of ended loads once it can). DriverBusy while a step
+    still drives the load; StateConflict when it is not ABORTING."""
+    load = log.get(load_id)
+    if load.state != State.ABORTING:
+        raise StateConflict(load_id, load.state, [State.ABORTING])
+    driver = lease.claim(log, load_id)
+    with lease.held(log, load_id, driver):
+        load, _ = log.transition(load_id, State.ABORTED, expect=[State.ABORTING], driver=driver, reason=(
+            f"{load.reason}; its rollback could not finish and was abandoned by {by}: {why}"))
+    return load
 
 
 def _violated(log: TransactionLog, load_id: str, reason: str, driver: str) -> None:

@@ -97,9 +97,12 @@ def _stuck(action: Action, load, now: datetime, stuck_after: timedelta) -> Actio
     """A decided load that still cannot finish `stuck_after` its decision: failed."""
     if action.action != "retry later" or load.decided_at is None or now - load.decided_at < stuck_after:
         return action
+    way_out = (f"; once nothing of it is visible, `python -m twophase abandon {load.load_id} --reason ...` ends "
+               "it and frees its data interval" if load.state == State.ABORTING else
+               "; fix what the reason names: the commit is retried at every run")
     return Action(action.load_id, "failed", f"{load.state} for {_minutes(now - load.decided_at)} since its "
                   f"decision, still unable to finish (reported failed after {_minutes(stuck_after)}; retried at "
-                  f"every recovery run): {action.detail}")
+                  f"every recovery run): {action.detail}{way_out}")
 
 
 def _clean_orphans(log: TransactionLog, conns: Connections, pipeline: str | None) -> list[Action]:

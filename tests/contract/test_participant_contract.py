@@ -14,6 +14,7 @@ transactions: run the Postgres tests of this suite while no recovery runs on the
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 import pytest
@@ -152,10 +153,38 @@ def test_commit_after_abort_fails_and_never_acts(harness):
     h = harness
     lid, vote = staged_and_prepared(h)
     assert h.participant(lid).abort(vote).kind == Kind.DONE
+    assert h.held(lid) == [], "abort of a readied load left something held on the server"
     refused = h.participant(lid).commit(vote)
     assert refused.kind == Kind.FAILED, refused.describe()
     assert refused.reason
     assert_nothing_visible(h, lid)
+    again = h.participant(lid).commit(vote)
+    assert again.kind == Kind.FAILED, f"FAILED must stay FAILED: {again.describe()}"
+    assert_nothing_visible(h, lid)
+
+
+def test_two_drivers_committing_at_once_make_the_load_visible_once(harness):
+    """The coordinator lets one driver at a time commit (its lease), but a driver that
+    stalled past its lease may still be committing when the next one starts: the
+    participant's own fencing must keep the load from landing twice."""
+    h = harness
+    lid, vote = staged_and_prepared(h)
+    start, outcomes = threading.Barrier(2), []
+
+    def drive():
+        p = h.participant(lid)
+        start.wait()
+        outcomes.append(p.commit(vote))
+
+    drivers = [threading.Thread(target=drive) for _ in range(2)]
+    [d.start() for d in drivers]
+    [d.join(120) for d in drivers]
+    assert len(outcomes) == 2 and any(o.ok for o in outcomes), [o.describe() for o in outcomes]
+    assert all(o.kind != Kind.FAILED for o in outcomes), [o.describe() for o in outcomes]
+    everything = h.all_rows(h.participant(lid))
+    assert h.seen(lid) == everything, "two drivers made the load visible twice (or lost it)"
+    settled = h.participant(lid).commit(vote)
+    assert settled.kind == Kind.ALREADY_DONE and settled.visible == everything, settled.describe()
 
 
 def test_abort_after_commit_fails_and_the_data_stays(harness):
@@ -300,6 +329,34 @@ def test_orphans_of_a_crashed_load_are_found_and_swept(harness, crash_after, log
     assert bystander_vote.yes, bystander_vote.reason
     assert h.participant(bystander).commit(bystander_vote).kind == Kind.DONE
     assert h.seen(bystander) == h.all_rows(h.participant(bystander))
+
+
+def test_a_sweep_leaves_every_load_in_flight_whole_whatever_its_state(harness):
+    """Loads the log says are PREPARING, PREPARED, COMMITTING or ABORTING are in flight:
+    their own steps still use what they staged and readied. A sweep beside them discards
+    only the crashed load the log does not know."""
+    h = harness
+    states = (State.PREPARING, State.PREPARED, State.COMMITTING, State.ABORTING)
+    in_flight = {state: staged_and_prepared(h) for state in states}
+    left = {state: h.leftovers(lid) for state, (lid, _) in in_flight.items()}
+    held = {state: h.held(lid) for state, (lid, _) in in_flight.items()}
+    crashed = h.load_id()
+    p = h.participant(crashed)
+    assert h.prepare(p, h.stage(p)).yes
+    del p
+    logged = {lid: state for state, (lid, _) in in_flight.items()}
+
+    swept = h.sweep(lambda load_ids: {x: logged.get(x, State.PREPARED) for x in load_ids if x != crashed})
+    assert {s.load_id for s in swept} <= {crashed}, f"a sweep discarded a load in flight: {swept}"
+    for state, (lid, vote) in in_flight.items():
+        assert h.leftovers(lid) == left[state] and h.held(lid) == held[state], f"the {state} load was touched"
+    for state, (lid, vote) in in_flight.items():  # each still ends as its state says it will
+        if state == State.ABORTING:
+            assert h.participant(lid).abort(vote).ok
+            assert_nothing_visible(h, lid)
+        else:
+            assert h.participant(lid).commit(vote).kind == Kind.DONE, state
+            assert h.seen(lid) == h.all_rows(h.participant(lid))
 
 
 def test_a_sweep_for_one_pipeline_leaves_every_other_pipelines_orphans(harness):

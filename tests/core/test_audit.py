@@ -9,8 +9,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import jsonschema
+import psycopg2
 
 from support import count_table_rows, make_df, make_spec, read_topic, table_of, topic_of
 from twophase import coordinator
@@ -104,3 +106,40 @@ def test_an_error_aborts_the_load_naming_the_rule(spark, txlog, conns, target, p
     assert count_table_rows(pg_dsn, table_of(spec).table, spec.load_id) == 0
     assert read_topic(kafka_bootstrap, topic_of(spec).topic) == []
     assert txlog.get(spec.load_id).state == State.ABORTED
+
+
+def test_a_sql_rule_can_neither_write_nor_outlive_its_time_limit(spark, txlog, conns, target, pg_dsn):
+    """A query that tries to end its read-only transaction and write, and one that never
+    ends: both are errors naming why, nothing was written, and no session of the audit is
+    left running its query."""
+    spec = _prepared(spark, txlog, conns, target, f"{target['topic']}-sql")
+    table = target["table"]
+    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+        cur.execute(f"insert into {table} values ('sentinel', '2026-01-01', 1, 1, null, 'not a load')")
+    rules = [SqlRule("writes", table, f"select 1 from {{staged}}; commit; delete from {table}"),
+             SqlRule("writes in a WITH", table, f"with gone as (delete from {table} returning 1) "
+                                                "select count(*) from {staged}, gone"),
+             SqlRule("sleeps", table, "select count(*) from {staged}, pg_sleep(30)", time_limit=1)]
+    started = time.monotonic()
+    report = coordinator.audit(txlog, conns, spec.load_id, rules)
+    assert time.monotonic() - started < 20, "the audit waited for the sleeping rule"
+    assert [r.verdict for r in report.results] == ["error"] * 3, [r.describe() for r in report.results]
+    assert "SyntaxError" in report.results[0].detail, report.results[0].detail
+    assert "FeatureNotSupported" in report.results[1].detail or "ReadOnly" in report.results[1].detail, \
+        report.results[1].detail
+    assert ("statement timeout" in report.results[2].detail or "time limit of 1 s" in report.results[2].detail), \
+        report.results[2].detail
+    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+        deadline = time.monotonic() + 10
+        while True:  # the server cancels the statement at its timeout: at most a moment after the audit
+            cur.execute("select count(*) from pg_stat_activity where query like %s and pid <> pg_backend_pid()",
+                        ("%pg_sleep(30)%",))
+            if cur.fetchone()[0] == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        cur.execute("select count(*) from pg_stat_activity where query like %s and state = 'active' "
+                    "and pid <> pg_backend_pid()", ("%pg_sleep(30)%",))
+        assert cur.fetchone()[0] == 0, "the sleeping rule's query still runs"
+        cur.execute(f"select customer_id from {table}")
+        assert cur.fetchall() == [("sentinel",)], "a rule wrote to the table"
+    coordinator.rollback(txlog, conns, spec.load_id)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
+import time
 
 import jsonschema
 import pyarrow as pa
@@ -63,6 +65,26 @@ def test_a_rule_that_cannot_be_measured_is_an_error_naming_why():
     assert failing.verdict == "error" and "ZeroDivisionError" in failing.detail
     unknown = RowCount("other.table").check(audit_input())
     assert unknown.verdict == "error" and "no target 'other.table'" in unknown.detail
+
+
+def test_a_rule_that_does_not_finish_in_time_is_an_error_and_the_audit_goes_on():
+    """A Python rule that never returns (here: until the test lets it go) is judged after its
+    time limit, given in seconds, and the rules after it are measured."""
+    release = threading.Event()
+    hanging = PythonRule("hangs", T, lambda t: release.wait(60), time_limit=0.2)
+    started = time.monotonic()
+    results = [rule.check(audit_input()) for rule in (hanging, RowCount(T, error=(1, None)))]
+    took = time.monotonic() - started
+    release.set()
+    assert [r.verdict for r in results] == ["error", "pass"]
+    assert results[0].detail == "not measurable: it did not finish within its time limit of 0.2 s"
+    assert took < 5, f"the audit waited {took:.1f} s for a rule limited to 0.2 s"
+
+
+@pytest.mark.parametrize("limit", [0, -1, float("nan"), float("inf"), "60", True])
+def test_a_time_limit_that_is_no_positive_number_is_refused_where_the_rule_is_made(limit):
+    with pytest.raises(SpecError, match="time_limit must be a positive number of seconds"):
+        RowCount(T, time_limit=limit)
 
 
 def test_the_first_load_of_a_pipeline_has_no_change_to_measure():

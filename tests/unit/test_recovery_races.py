@@ -12,7 +12,7 @@ import pytest
 
 from test_coordinator import ALL, Conns, make_spec, prepare_and_vote, visible
 from twophase import coordinator, recovery
-from twophase.log import MemoryLog
+from twophase.log import MemoryLog, StateConflict
 from twophase.outcome import Kind, Outcome
 from twophase.participants.memory import Faults, MemoryParticipant, MemoryStore
 from twophase.states import State
@@ -134,3 +134,33 @@ def test_a_decided_rollback_is_re_driven_and_a_commit_that_violates_is_reported_
     assert log.get(aborting.load_id).state == State.ABORTED
     failed = actions[lost.load_id]
     assert failed.action == "failed" and f"load {lost.load_id} VIOLATED: topic committed" in failed.detail
+
+
+def test_a_rollback_that_cannot_finish_says_how_to_end_it_and_only_a_person_abandons_it():
+    """Its staging is gone for good: recovery retries, then reports it failed with the way
+    out; the interval stays taken until an operator abandons the rollback (a commit
+    cannot be abandoned)."""
+    log, store = MemoryLog(), MemoryStore()
+    conns = RecoveryConns(store, log, raced="", broken="")
+    stuck = make_spec("run-stuck")
+    conns.faults = {"topic": Faults(vote_no=True, fail_at={"abort": "retry"})}
+    decided = prepare_and_vote(log, conns, stuck)
+    assert decided.state == State.ABORTING
+    [late] = [a for a in recovery.recover(log, conns, now=decided.decided_at + timedelta(hours=2))
+              if a.load_id == stuck.load_id]
+    assert late.action == "failed"
+    assert f"`python -m twophase abandon {stuck.load_id} --reason ...` ends it" in late.detail
+    with pytest.raises(StateConflict, match="expected one of: ABORTING"):
+        coordinator.abandon(log, _committing(log, conns), "ops", "a commit is never given up")
+    conns.faults = {"topic": Faults(vote_no=True, fail_at={"abort": "retry"})}
+    load = coordinator.abandon(log, stuck.load_id, by="ops", why="the staging topic was deleted by hand")
+    assert load.state == State.ABORTED and load.driver is None
+    assert load.reason.endswith("its rollback could not finish and was abandoned by ops: the staging topic was "
+                                "deleted by hand")
+
+
+def _committing(log, conns) -> str:
+    spec = make_spec("run-committing")
+    conns.faults = {}
+    assert prepare_and_vote(log, conns, spec).state == State.COMMITTING
+    return spec.load_id

@@ -12,7 +12,7 @@ from test_coordinator import ALL, DAILY, N, ORDERS, TOPIC, Conns, log, make_spec
 from twophase import coordinator
 from twophase.participants.memory import Faults, MemoryParticipant
 from twophase.states import State
-from twophase.verify import verify
+from twophase.verify import _replaced_later, verify
 
 
 def committed(log, store, run: str) -> str:
@@ -122,3 +122,26 @@ def test_a_load_whose_targets_cannot_be_read_is_said(log, store):
     [finding] = verify(log, Unreadable(store, down=True), [log.get(lid)])
     assert not finding.checked and not finding.ok
     assert finding.problem == f"cannot be checked: {TOPIC} cannot be read: ConnectionError: topic server down"
+
+
+def test_a_finding_reads_as_one_line_and_as_json(log, store):
+    lid = committed(log, store, "shown")
+    [finding] = verify(log, Conns(store), [log.get(lid)])
+    assert finding.describe_visible() == f"{ORDERS}={N} {DAILY}={N} {TOPIC}={N}"
+    assert finding.to_json() == {"load_id": lid, "state": "COMMITTED", "visible": ALL, "expected": finding.expected,
+                                 "ok": True, "problem": "", "checked": True}
+
+
+def test_a_committed_load_a_later_one_replaced_expects_nothing_left_in_tables(log, store):
+    """Two committed loads of one day in mode replace: the earlier one's table rows are
+    gone (replaced), by the ids the later one names, or by the same rows replaced later."""
+    first, second = make_spec("first", mode="replace"), make_spec("second", mode="replace")
+    for spec in (first, second):
+        prepare_and_vote(log, Conns(store), spec)
+        coordinator.commit(log, Conns(store), spec.load_id)
+    assert _replaced_later([log.get(first.load_id), log.get(second.load_id)]) == {first.load_id}
+    named = make_spec("third").replacing([second.load_id])
+    prepare_and_vote(log, Conns(store), named)
+    coordinator.commit(log, Conns(store), named.load_id)
+    loads = [log.get(x.load_id) for x in (first, second, named)]
+    assert _replaced_later(loads) == {first.load_id, second.load_id}

@@ -11,13 +11,17 @@ and error thresholds (limits.Bounds, or (min, max) pairs).
     PythonRule(name, target, fn)        fn(pyarrow.Table of the staged rows) -> a number
 
 A rule that cannot be measured (a column the target lacks, SQL on a topic, a query that
-fails) is an error naming why: a rule that cannot be checked never passes silently.
+fails) is an error naming why: a rule that cannot be checked never passes silently. So is
+a rule that does not finish within its `time_limit` (seconds, default 300): the audit
+goes on without waiting for it (a SQL rule's query is also cancelled by its server then).
 The row-level rules (NullShare, DuplicateKeys, ValueRange) also hand over the rows they
 counted (`failing`), which the audit keeps in the quarantine when the rule does not pass.
 """
 
 from __future__ import annotations
 
+import math
+import threading
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar, Mapping
 
@@ -70,15 +74,22 @@ class Result:
                 f"{self.error.describe()})" + (f"; {self.detail}" if self.detail else ""))
 
 
+DEFAULT_TIME_LIMIT_S = 300.0
+
+
 @dataclass(frozen=True)
 class Rule:
     warn: Bounds = field(default_factory=Bounds, kw_only=True)
     error: Bounds = field(default_factory=Bounds, kw_only=True)
+    time_limit: float = field(default=DEFAULT_TIME_LIMIT_S, kw_only=True)  # seconds one measure may take
     kind: ClassVar[str] = "rule"
 
     def __post_init__(self):
         object.__setattr__(self, "warn", bounds(self.warn))
         object.__setattr__(self, "error", bounds(self.error))
+        limit = self.time_limit
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit) or limit <= 0:
+            raise SpecError(f"audit rule {self.name}: time_limit must be a positive number of seconds, not {limit!r}")
 
     @property
     def target(self) -> str | None:
@@ -99,7 +110,7 @@ class Rule:
 
     def check(self, audit: AuditInput) -> Result:
         try:
-            value, detail = self.measure(audit)
+            value, detail = self._measured_in_time(audit)
         except NotMeasurable as exc:
             value, detail = None, f"not measurable: {exc}"
         except ServerUnreachable:
@@ -108,6 +119,26 @@ class Rule:
             value, detail = None, f"failed to measure: {root_cause(exc)}"
         return Result(self.name, self.kind, self.target, value, self.warn, self.error,
                       verdict(value, self.warn, self.error), detail)
+
+    def _measured_in_time(self, audit: AuditInput) -> tuple[float, str]:
+        """measure(), in a thread the audit stops waiting for after `time_limit` (a thread
+        cannot be killed: one that never returns is left behind, and ends with the task)."""
+        done: dict = {}
+
+        def run() -> None:
+            try:
+                done["value"] = self.measure(audit)
+            except BaseException as exc:  # noqa: BLE001 - raised again in the audit's thread
+                done["error"] = exc
+
+        worker = threading.Thread(target=run, name=f"audit rule {self.name}", daemon=True)
+        worker.start()
+        worker.join(self.time_limit)
+        if worker.is_alive():
+            raise NotMeasurable(f"it did not finish within its time limit of {self.time_limit:g} s")
+        if "error" in done:
+            raise done["error"]
+        return done["value"]
 
 
 def _share(part: int, whole: int) -> float:
@@ -228,7 +259,7 @@ class SqlRule(Rule):
     def measure(self, audit):
         if "{staged}" not in self.query:
             raise SpecError(f"SqlRule {self.label!r}: its query must read the staged rows as {{staged}}")
-        value = audit.rows_of(self.on).sql(self.query)
+        value = audit.rows_of(self.on).sql(self.query, self.time_limit)
         if value is None:
             raise NotMeasurable("the query returned no value")
         return float(value), "from SQL over the staged rows"

@@ -47,9 +47,10 @@ class StagedRows(ABC):
     @abstractmethod
     def outside_rows(self, column: str, low, high, limit: int) -> list[dict]: ...
 
-    def sql(self, query: str):
+    def sql(self, query: str, time_limit: float):
         """The first column of the first row of `query`, where `{staged}` names the staged
-        rows as a relation. Only where the rows are in SQL."""
+        rows as a relation, read-only, cancelled after `time_limit` seconds. Only where the
+        rows are in SQL."""
         raise NotMeasurable(f"{self.target} is not staged in SQL: use a PythonRule over its rows")
 
     @abstractmethod

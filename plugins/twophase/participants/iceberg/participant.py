@@ -194,7 +194,7 @@ class IcebergParticipant(Participant):
         from pyiceberg.expressions import AlwaysTrue, And, EqualTo
 
         properties = {LOAD_PROPERTY: self.load_id, ATTEMPT_PROPERTY: str(self.attempt)}
-        with table.transaction() as tx:
+        with _without_retries(table).transaction() as tx:
             if self.target.mode == "replace":
                 where = AlwaysTrue()
                 for column, value in self.target.replace_where.items():
@@ -318,13 +318,18 @@ class IcebergParticipant(Participant):
         the directories of the load's other prepare attempts (superseded ones) are, never
         the committed attempt's (its files are the table's). Only `pipeline`'s loads, when
         given."""
+        from pyiceberg.exceptions import NoSuchTableError
+
         from ...states import State
 
         swept = []
         cat = catalog_of(catalog)
         for namespace in cat.list_namespaces():
             for identifier in cat.list_tables(namespace):
-                table = cat.load_table(identifier)
+                try:
+                    table = cat.load_table(identifier)
+                except NoSuchTableError:  # dropped since it was listed: nothing of it to sweep
+                    continue
                 loads = {lid: attempts for lid, attempts in staging_dirs(table).items()
                          if ids.of_pipeline(lid, pipeline)}
                 if not loads:
@@ -353,3 +358,17 @@ def _chain(exc: BaseException):
     while exc is not None:
         yield exc
         exc = exc.__cause__ or exc.__context__
+
+
+def _without_retries(table):
+    """The table as this commit sees it, with pyiceberg's own commit retries off. Its retry
+    after a concurrent commit re-applies the files on top of whatever landed meanwhile,
+    which may be this very load committed by another driver (one that stalled past its
+    lease): the load would land twice. Without it a concurrent commit raises
+    CommitFailedException, and commit() reads the table's snapshots before it tries again.
+    Only this in-memory view changes; the table's own properties are never written."""
+    from pyiceberg.table import Table
+
+    metadata = table.metadata.model_copy(update={"properties": {**table.metadata.properties,
+                                                                 "commit.retry.num-retries": "0"}})
+    return Table(table.name(), metadata, table.metadata_location, table.io, table.catalog)

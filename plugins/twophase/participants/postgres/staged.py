@@ -73,12 +73,16 @@ class PostgresRows(StagedRows):
         return self._rows(sql.SQL("select * from {rel} where {c} < %s or {c} > %s limit %s").format(
             rel=self._relation(), c=c), (low, high, limit))
 
-    def sql(self, query: str):
-        """Runs in a read-only transaction: a rule cannot change what it audits."""
+    def sql(self, query: str, time_limit: float):
+        """Runs as one subquery of a read-only transaction, so a rule can neither change what
+        it audits nor end that transaction (`commit;` in it is a syntax error, and so is a
+        data-modifying WITH); its statement is cancelled by the server after `time_limit`."""
+        body = query.strip().removesuffix(";").replace("{staged}", f"(select * from {self.staging}) as staged")
         with _autocommit(self.dsn) as cur:
             cur.execute("begin read only")
             try:
-                cur.execute(query.replace("{staged}", f"(select * from {self.staging}) as staged"))
+                cur.execute("set local statement_timeout = %s", (f"{max(1, round(time_limit * 1000))}ms",))
+                cur.execute(f"select * from ({body}) as rule limit 1")
                 row = cur.fetchone()
             finally:
                 cur.execute("rollback")
