@@ -33,6 +33,7 @@ Use it inside a DAG:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -97,10 +98,25 @@ class TwoPhaseTasks:
     finish: object
 
 
+def default_retry_delay() -> timedelta:
+    """The tasks' retry delay when the DAG gives none: TWOPHASE_RETRY_DELAY_S, default 30 s."""
+    raw = os.environ.get("TWOPHASE_RETRY_DELAY_S", "30")
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise SpecError(f"TWOPHASE_RETRY_DELAY_S must be a number of seconds (0 or more), not {raw!r}")
+    return timedelta(seconds=seconds)
+
+
 def two_phase_load(config: LoadConfig, application: str, *, application_args: list[str] | None = None,
                    spark_conf: dict | None = None, commit_retries: int = 3,
-                   retry_delay: timedelta = timedelta(seconds=30)) -> TwoPhaseTasks:
-    """Add the tasks of one two-phase load to the DAG being defined; returns them."""
+                   retry_delay: timedelta | None = None) -> TwoPhaseTasks:
+    """Add the tasks of one two-phase load to the DAG being defined; returns them.
+    `retry_delay`: how long a task waits before its retry (a server down, a lease held);
+    default TWOPHASE_RETRY_DELAY_S seconds, else 30."""
+    retry_delay = retry_delay if retry_delay is not None else default_retry_delay()
     context_dag_id = _current_dag_id()
     pipeline = config.pipeline or context_dag_id
     check_pipeline(pipeline, f"pipeline name (the DAG id {context_dag_id!r} unless LoadConfig.pipeline is set)")

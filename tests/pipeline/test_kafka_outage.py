@@ -148,6 +148,7 @@ def test_kafka_down_at_prepare_rollback_retries_then_succeeds(own_kafka, orders_
     assert own_kafka.status() == "down"
     env = {**os.environ, "ORDERS_DATA": str(orders_data), "TWOPHASE_KAFKA_BOOTSTRAP": own_kafka.bootstrap,
            "TWOPHASE_KAFKA_TIMEOUT_S": "5",  # each attempt gives up on the broker that is down in seconds
+           "TWOPHASE_RETRY_DELAY_S": "30",  # the broker restarts while the rollback waits for its retry
            "AIRFLOW_CONN_TWOPHASE_KAFKA": json.dumps({"conn_type": "kafka",
                                                       "extra": {"bootstrap.servers": own_kafka.bootstrap}})}
 

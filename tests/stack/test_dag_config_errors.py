@@ -133,3 +133,14 @@ def test_a_wrong_asset_name_is_an_import_error(tmp_path, asset, message):
     '''))
     bag = DagBag(dag_folder=str(tmp_path))
     assert message in "\n".join(bag.import_errors.values()), bag.import_errors
+
+
+def test_the_tasks_retry_delay_comes_from_the_environment_and_a_bad_one_fails_the_parse(tmp_path, monkeypatch):
+    monkeypatch.setenv("TWOPHASE_RETRY_DELAY_S", "7.5")
+    (tmp_path / "my_dag.py").write_text(DAG_FILE.format(dag_id="delay", params="load_params()", config=config()))
+    bag = DagBag(dag_folder=str(tmp_path))
+    assert bag.import_errors == {}
+    delays = {t.task_id: t.retry_delay.total_seconds() for t in bag.dags["delay"].tasks if t.retries}
+    assert delays and set(delays.values()) == {7.5}, delays
+    monkeypatch.setenv("TWOPHASE_RETRY_DELAY_S", "soon")
+    assert "TWOPHASE_RETRY_DELAY_S must be a number of seconds (0 or more), not 'soon'" in import_errors(tmp_path)
