@@ -7,10 +7,12 @@ A second step meanwhile gets DriverBusy and leaves the load to the first. A driv
 dies stops renewing: its lease ends `TWOPHASE_DRIVER_LEASE_S` seconds (default 60) after
 its last renewal, and the next step takes the load over; at once, when it runs on the
 same machine and finds the driver's process gone (a driver's name says which process it
-is: host, pid, and the boot, pid namespace and start time that make the pid unique). A driver that stalls longer than
-its lease (a frozen process) can still be acting on a participant while the next one
-starts: each participant's own fencing (a prepared transaction's gid, the Kafka copy's
-transactional id, Iceberg's snapshot check) keeps that from acting twice, and the stalled
+is: host, pid, and the boot, pid namespace and start time that make the pid unique).
+
+A driver that stalls longer than its lease (a frozen process) can still be acting on a
+participant while the next one starts: each participant's own fencing (a prepared
+transaction's gid, the Kafka copy's transactional id, Iceberg's snapshot check) keeps that
+from acting twice (the contract suite commits from two drivers at once), and the stalled
 driver's next state change is refused.
 """
 
@@ -26,6 +28,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Iterator
 
+from .errors import SpecError
 from .log import DriverBusy, TransactionLog
 
 # "<host> pid <pid> step <nonce> [<boot id>:<pid namespace>:<start time>]"
@@ -34,7 +37,14 @@ _PROCESS = re.compile(r" pid (\d+) step \w+ \[(\w+):(\d+):(\d+)\]$")
 
 def length() -> timedelta:
     """How long a lease lasts without renewal (TWOPHASE_DRIVER_LEASE_S, default 60 s)."""
-    return timedelta(seconds=float(os.environ.get("TWOPHASE_DRIVER_LEASE_S", "60")))
+    raw = os.environ.get("TWOPHASE_DRIVER_LEASE_S", "60")
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise SpecError(f"TWOPHASE_DRIVER_LEASE_S must be a positive number of seconds, not {raw!r}")
+    return timedelta(seconds=seconds)
 
 
 def claim(log: TransactionLog, load_id: str, lease: timedelta | None = None) -> str:
@@ -93,7 +103,7 @@ def held(log: TransactionLog, load_id: str, driver: str, lease: timedelta | None
     stop = threading.Event()
 
     def renew() -> None:
-        while not stop.wait(lease.total_seconds() / 3):
+        while not stop.wait(max(lease.total_seconds() / 3, 0.05)):
             try:
                 if not log.renew_driver(load_id, driver, lease):
                     return

@@ -64,6 +64,7 @@ def end_leftover_runs(url: str, user: str, password: str, dag_ids=UNPAUSED, api:
 
 def _roll_back(load_id: str) -> None:
     txlog = PostgresLog(os.environ["TWOPHASE_PG_DSN"])
+    txlog.ensure_schema()  # a fresh stack: the first test to run may be this one
     try:
         load = txlog.get(load_id)
     except UnknownLoad:  # the run ended before its begin task logged the load

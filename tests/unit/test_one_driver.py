@@ -18,6 +18,7 @@ import pytest
 
 from test_coordinator import ALL, NOTHING, Conns, make_spec, prepare_and_vote, visible
 from twophase import coordinator, lease, recovery
+from twophase.errors import SpecError
 from twophase.log import DriverBusy, LeaseLost, MemoryLog
 from twophase.outcome import Kind, Outcome
 from twophase.participants.memory import MemoryParticipant, MemoryStore
@@ -174,3 +175,12 @@ def test_a_first_committer_that_contradicts_itself_ends_the_load_violated():
     with pytest.raises(coordinator.ProtocolViolation, match="topic cannot commit .it says it cannot., yet its abort"):
         coordinator.commit(log, conns, spec.load_id)
     assert log.get(spec.load_id).state == State.VIOLATED
+
+
+@pytest.mark.parametrize("raw", ["0", "-5", "soon", "inf"])
+def test_a_lease_length_that_is_no_positive_number_is_refused_naming_it(monkeypatch, raw):
+    monkeypatch.setenv("TWOPHASE_DRIVER_LEASE_S", raw)
+    with pytest.raises(SpecError, match=f"TWOPHASE_DRIVER_LEASE_S must be a positive number of seconds, not '{raw}'"):
+        lease.length()
+    monkeypatch.setenv("TWOPHASE_DRIVER_LEASE_S", "2.5")
+    assert lease.length() == timedelta(seconds=2.5)
