@@ -130,16 +130,16 @@ def test_a_sql_rule_can_neither_write_nor_outlive_its_time_limit(spark, txlog, c
     assert ("statement timeout" in report.results[2].detail or "time limit of 1 s" in report.results[2].detail), \
         report.results[2].detail
     with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
-        deadline = time.monotonic() + 10
-        while True:  # the server cancels the statement at its timeout: at most a moment after the audit
-            cur.execute("select count(*) from pg_stat_activity where query like %s and pid <> pg_backend_pid()",
-                        ("%pg_sleep(30)%",))
-            if cur.fetchone()[0] == 0 or time.monotonic() > deadline:
-                break
+        # Its statement may start late on a busy machine: watch it for a while, and see it
+        # never run longer than its limit (the server cancels it at 1 s; unlimited, 30 s).
+        longest, watch_until = 0.0, time.monotonic() + 8
+        while time.monotonic() < watch_until:
+            cur.execute("select coalesce(max(extract(epoch from now() - query_start)), 0) from pg_stat_activity "
+                        "where query like %s and state = 'active' and pid <> pg_backend_pid()", ("%pg_sleep(30)%",))
+            longest = max(longest, float(cur.fetchone()[0]))
+            conn.commit()  # now() moves on with each transaction
             time.sleep(0.2)
-        cur.execute("select count(*) from pg_stat_activity where query like %s and state = 'active' "
-                    "and pid <> pg_backend_pid()", ("%pg_sleep(30)%",))
-        assert cur.fetchone()[0] == 0, "the sleeping rule's query still runs"
+        assert longest < 4, f"the sleeping rule's query ran {longest:.1f} s, past its limit of 1 s"
         cur.execute(f"select customer_id from {table}")
         assert cur.fetchall() == [("sentinel",)], "a rule wrote to the table"
     coordinator.rollback(txlog, conns, spec.load_id)
