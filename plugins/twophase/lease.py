@@ -28,7 +28,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Iterator
 
-from .errors import SpecError
+from .env_seconds import seconds
 from .log import DriverBusy, TransactionLog
 
 # "<host> pid <pid> step <nonce> [<boot id>:<pid namespace>:<start time>]"
@@ -37,14 +37,7 @@ _PROCESS = re.compile(r" pid (\d+) step \w+ \[(\w+):(\d+):(\d+)\]$")
 
 def length() -> timedelta:
     """How long a lease lasts without renewal (TWOPHASE_DRIVER_LEASE_S, default 60 s)."""
-    raw = os.environ.get("TWOPHASE_DRIVER_LEASE_S", "60")
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = 0.0
-    if not 0 < seconds < float("inf"):
-        raise SpecError(f"TWOPHASE_DRIVER_LEASE_S must be a positive number of seconds, not {raw!r}")
-    return timedelta(seconds=seconds)
+    return timedelta(seconds=seconds("TWOPHASE_DRIVER_LEASE_S", 60))
 
 
 def claim(log: TransactionLog, load_id: str, lease: timedelta | None = None) -> str:

@@ -33,12 +33,12 @@ Use it inside a DAG:
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import timedelta
 
 from airflow.sdk import Param, TriggerRule, get_current_context, task
 
+from twophase.env_seconds import seconds
 from twophase.spec import WRITE_MODES, SpecError
 
 from . import tasks
@@ -100,14 +100,7 @@ class TwoPhaseTasks:
 
 def default_retry_delay() -> timedelta:
     """The tasks' retry delay when the DAG gives none: TWOPHASE_RETRY_DELAY_S, default 30 s."""
-    raw = os.environ.get("TWOPHASE_RETRY_DELAY_S", "30")
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < float("inf"):
-        raise SpecError(f"TWOPHASE_RETRY_DELAY_S must be a number of seconds (0 or more), not {raw!r}")
-    return timedelta(seconds=seconds)
+    return timedelta(seconds=seconds("TWOPHASE_RETRY_DELAY_S", 30, zero_allowed=True))
 
 
 def two_phase_load(config: LoadConfig, application: str, *, application_args: list[str] | None = None,
