@@ -94,6 +94,13 @@ def stack_dir() -> Path:
     return Path(os.environ.get("TWOPHASE_STACK_DIR", ROOT / ".stack")).resolve()
 
 
+def machine_cache() -> Path:
+    """What the stack makes once per machine, not per checkout (made again when missing):
+    the tests' Spark home (spark_home.py). TWOPHASE_CACHE_DIR, else ~/.cache/twophase."""
+    default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "twophase"
+    return Path(os.environ.get("TWOPHASE_CACHE_DIR") or default).resolve()
+
+
 def venv_bin() -> Path:
     return ROOT / ".venv" / "bin"
 
