@@ -105,7 +105,7 @@ def main(argv: list[str]) -> None:
         render_again(Path(args.render), args.results)
         return
     from twophase.log import PostgresLog
-    from twophase.spec import Connections
+    from twophase.connections import Connections
 
     conns = Connections.from_env()
     started, clock = datetime.now(timezone.utc), time.monotonic()

@@ -30,7 +30,7 @@ from orders_sample.generate import generate
 from twophase.approval import to_visible_s
 from twophase.ids import load_id_for
 from twophase.log import PostgresLog, TransactionLog
-from twophase.spec import Connections
+from twophase.connections import Connections
 
 ROOT = Path(__file__).resolve().parents[1]
 DAG_ID = "orders_daily_totals"

@@ -27,7 +27,10 @@ from twophase.ids import load_id_for
 from twophase.log import TransactionLog
 from twophase.participants.kafka import KafkaParticipant
 from twophase.participants.postgres import PostgresParticipant
-from twophase.spec import Connections, KafkaTarget, LoadSpec, PostgresTarget
+from twophase.connections import Connections
+from twophase.participants.kafka import KafkaTarget
+from twophase.participants.postgres import PostgresTarget
+from twophase.spec import LoadSpec
 
 from . import scratch
 from .data import KEY_COLUMN, Dataset

@@ -124,7 +124,7 @@ def sweep(dsn: str, bootstrap: str) -> None:
     """Leftovers of an interrupted run: bench loads still open are settled, then every
     bench table, topic and log entry is removed."""
     from twophase.log import PostgresLog
-    from twophase.spec import Connections
+    from twophase.connections import Connections
 
     conns = Connections(dsn, bootstrap)
     log = PostgresLog(dsn)

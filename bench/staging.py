@@ -26,7 +26,8 @@ from twophase import spark_stage
 from twophase.participant import PartitionWriter, Staging
 from twophase.participants.kafka import KafkaParticipant
 from twophase.participants.postgres import PostgresParticipant, drop_staging_table
-from twophase.spec import KafkaTarget, PostgresTarget
+from twophase.participants.kafka import KafkaTarget
+from twophase.participants.postgres import PostgresTarget
 
 from . import scratch
 from .data import KEY_COLUMN, Dataset

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from twophase.log import PostgresLog
-from twophase.spec import Connections
+from twophase.connections import Connections
 from twophase.verify import verify
 
 

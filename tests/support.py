@@ -11,7 +11,10 @@ from pathlib import Path
 import psycopg2
 
 from twophase.ids import load_id_for
-from twophase.spec import IcebergTarget, KafkaTarget, LoadSpec, PostgresTarget
+from twophase.participants.iceberg import IcebergTarget
+from twophase.participants.kafka import KafkaTarget
+from twophase.participants.postgres import PostgresTarget
+from twophase.spec import LoadSpec
 from twophase.participants.kafka import iter_topic
 
 

@@ -15,7 +15,8 @@ from datetime import timedelta
 from . import approval, coordinator, quarantine, recovery, report
 from .audit.report import audit_summary
 from .log import MIGRATIONS, DriverBusy, PostgresLog, StateConflict, UnknownLoad
-from .spec import Connections, SpecError
+from .connections import Connections
+from .spec import SpecError
 from .verify import verify
 
 

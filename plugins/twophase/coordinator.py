@@ -29,7 +29,8 @@ from .log import Load, StateConflict, Superseded, TransactionLog
 from .outcome import Kind, Outcome
 from .participant import Participant, outcome_of, servers_of
 from .participants import commit_order
-from .spec import Connections, LoadSpec
+from .connections import Connections
+from .spec import LoadSpec
 from .states import PHASE_2, TERMINAL, State
 from .audit import PASS, AuditInput, AuditReport
 from .audit.report import audit_reasons

@@ -10,7 +10,7 @@ Two ways to get there:
 - require(cur, grants): a check before a step writes anything (begin, stage); every grant
   is looked up by catalog oid, so a schema without USAGE does not hide its tables.
 - explain(dsn, exc): Postgres refused a statement (SQLSTATE 42501, "permission denied for
-  table x"); errors.servers() calls it for every Postgres error. Postgres names the object
+  table x"); server_errors.servers() calls it for every Postgres error. Postgres names the object
   but not the privilege: the statement's kind says which privileges it needs, and the
   server says which of those the role lacks.
 """

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta, timezone
 from . import approval, coordinator, quarantine
 from .errors import MissingPrivilege, root_cause
 from .log import DriverBusy, StateConflict, TransactionLog
-from .spec import Connections
+from .connections import Connections
 from .states import IllegalTransition, State
 
 DEFAULT_DEADLINE = timedelta(hours=2)

@@ -18,7 +18,7 @@ from typing import Iterable
 import psycopg2
 import psycopg2.extras
 
-from .errors import servers
+from .server_errors import servers
 from .votes import Vote
 
 DEFAULT_LIMIT = 20

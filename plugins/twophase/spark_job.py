@@ -39,9 +39,11 @@ from pathlib import Path
 from typing import Callable
 
 from . import coordinator, executors, quarantine
-from .errors import root_cause, servers
+from .errors import root_cause
+from .server_errors import servers
 from .log import PostgresLog
-from .spec import Connections, LoadSpec, SpecError
+from .connections import Connections
+from .spec import LoadSpec, SpecError
 from .states import State
 
 log = logging.getLogger("twophase.prepare")

@@ -22,7 +22,7 @@ from .errors import root_cause
 from .log import Load, TransactionLog
 from .participant import Participant
 from .participants import commit_order
-from .spec import Connections
+from .connections import Connections
 from .states import State
 from .votes import Vote
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from airflow.sdk import Asset
 
-from twophase.spec import IcebergTarget, PostgresTarget, SpecError, check_topic
+from twophase.participants.iceberg import IcebergTarget
+from twophase.participants.kafka import check_topic
+from twophase.participants.postgres import PostgresTarget
+from twophase.spec import SpecError
 
 
 def _asset(caller: str, kind: str, name: str, conn_id: str, check) -> Asset:

@@ -10,8 +10,10 @@ from urllib.parse import urlsplit
 
 from psycopg2.extensions import make_dsn, parse_dsn
 
-from twophase.errors import PostgresUnreachable, postgres_unreachable
-from twophase.spec import Connections, SpecError
+from twophase.errors import PostgresUnreachable
+from twophase.server_errors import postgres_unreachable
+from twophase.connections import Connections
+from twophase.spec import SpecError
 
 from .targets import DEFAULT_ICEBERG, DEFAULT_KAFKA
 
@@ -142,7 +144,7 @@ def spark_submit(conn_id: str, deploy_mode: str | None = None) -> SparkSubmit:
 def log_database(conn_id: str, dsn: str):
     """The transaction log's database (Airflow connection `conn_id`) that cannot be reached
     raises PostgresUnreachable with one readable line naming the connection (the task's
-    retries apply). Which errors mean that is the core's rule (errors.postgres_unreachable);
+    retries apply). Which errors mean that is the core's rule (server_errors.postgres_unreachable);
     errors of a reachable server (deadlocks, cancelled queries) pass unchanged."""
     try:
         yield

@@ -39,7 +39,8 @@ from datetime import timedelta
 from airflow.sdk import Param, TriggerRule, get_current_context, task
 
 from twophase.env_seconds import seconds
-from twophase.spec import WRITE_MODES, SpecError
+from twophase.participants.target_rules import WRITE_MODES
+from twophase.spec import SpecError
 
 from . import tasks
 from .approval_operator import LoadApprovalOperator

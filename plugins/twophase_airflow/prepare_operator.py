@@ -32,7 +32,8 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 import twophase
 from twophase import ids
-from twophase.spec import CONNECTIONS_FILE, SpecError
+from twophase.connections import CONNECTIONS_FILE
+from twophase.spec import SpecError
 
 from .config import LoadConfig
 from .connections import SparkSubmit, from_airflow, secrets_of, spark_submit

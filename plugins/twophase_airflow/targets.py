@@ -20,7 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime
 
-from twophase.spec import IcebergTarget, KafkaTarget, PostgresTarget, SpecError
+from twophase.participants.iceberg import IcebergTarget
+from twophase.participants.kafka import KafkaTarget
+from twophase.participants.postgres import PostgresTarget
+from twophase.spec import SpecError
 
 DEFAULT_POSTGRES = "twophase_postgres"
 DEFAULT_KAFKA = "twophase_kafka"

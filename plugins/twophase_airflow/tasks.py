@@ -19,7 +19,8 @@ from twophase.audit.report import audit_summary
 from twophase.errors import ServerUnreachable, one_line
 from twophase.log import PostgresLog, TransactionLog, UnknownLoad
 from twophase.outcome import Outcome
-from twophase.spec import Connections, LoadSpec, SpecError
+from twophase.connections import Connections
+from twophase.spec import LoadSpec, SpecError
 from twophase.states import TERMINAL, State
 from twophase.voting import MaxRejectedShare, MaxSkippedFiles, MinRows
 

@@ -221,7 +221,7 @@ class PostgresHarness(SparkHarness):
     def __init__(self, request):
         super().__init__(request)
         from twophase.participants.postgres import PostgresParticipant
-        from twophase.spec import PostgresTarget
+        from twophase.participants.postgres import PostgresTarget
 
         self.participant_class = PostgresParticipant
         self.dsn = request.getfixturevalue("pg_dsn")
@@ -337,7 +337,7 @@ class KafkaHarness(SparkHarness):
     def __init__(self, request):
         super().__init__(request)
         from twophase.participants.kafka import KafkaParticipant
-        from twophase.spec import KafkaTarget
+        from twophase.participants.kafka import KafkaTarget
 
         self.participant_class = KafkaParticipant
         self.bootstrap = request.getfixturevalue("kafka_bootstrap")
@@ -402,7 +402,7 @@ class IcebergHarness(SparkHarness):
         super().__init__(request)
         from support import ICEBERG_COLUMNS
         from twophase.participants.iceberg import IcebergParticipant
-        from twophase.spec import IcebergTarget
+        from twophase.participants.iceberg import IcebergTarget
 
         self.participant_class = IcebergParticipant
         self.catalog = request.getfixturevalue("iceberg_catalog")  # support's helpers read the same (env)

@@ -9,7 +9,7 @@ import pytest
 
 from twophase.log import PostgresLog, TransactionLog
 from support import REPORTING, drop_iceberg_table
-from twophase.spec import Connections
+from twophase.connections import Connections
 
 
 

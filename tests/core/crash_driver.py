@@ -21,7 +21,7 @@ from spark_session import java_options
 from support import REPORTING, many_frames, many_spec
 from twophase import coordinator
 from twophase.log import PostgresLog
-from twophase.spec import Connections
+from twophase.connections import Connections
 from twophase.states import State
 from twophase.voting import MinRows
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from support import make_spec
 from twophase import coordinator
 from twophase.executors import FIX
-from twophase.spec import CONNECTIONS_FILE
+from twophase.connections import CONNECTIONS_FILE
 from twophase.states import State
 
 JOB = Path(__file__).parent / "tiny_prepare.py"

@@ -20,7 +20,10 @@ from twophase.errors import ServerUnreachable
 from twophase.ids import load_id_for
 from twophase.participants.iceberg import LOAD_PROPERTY
 from twophase.participants.iceberg.catalog import staged_files
-from twophase.spec import Connections, IcebergTarget, LoadSpec, PostgresTarget
+from twophase.connections import Connections
+from twophase.participants.iceberg import IcebergTarget
+from twophase.participants.postgres import PostgresTarget
+from twophase.spec import LoadSpec
 from twophase.states import State
 
 DAY = "2026-11-20"

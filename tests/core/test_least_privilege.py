@@ -26,7 +26,9 @@ from twophase.ids import load_id_for
 from twophase.log import WRITER_GRANTS, PostgresLog
 from twophase.participants.memory import LocalFrame, LocalStage
 from twophase.participants.postgres.server import grants_needed
-from twophase.spec import Connections, LoadSpec, PostgresTarget
+from twophase.connections import Connections
+from twophase.participants.postgres import PostgresTarget
+from twophase.spec import LoadSpec
 from twophase.states import State
 
 SCRIPT = Path(__file__).resolve().parents[2] / "docs" / "sql" / "least-privilege.sql"

@@ -139,7 +139,7 @@ def test_timestamps_land_as_the_same_instants(spark, txlog, conns, pg_dsn, uniqu
     (Tokyo here, set on the connections) and across a DST change."""
     from pyspark.sql import functions as F
 
-    from twophase.spec import Connections
+    from twophase.connections import Connections
 
     sep = "&" if "?" in pg_dsn else "?"
     tokyo = Connections(f"{pg_dsn}{sep}options=-c%20TimeZone%3DAsia%2FTokyo", conns.kafka_bootstrap)

@@ -28,7 +28,9 @@ import pytest
 from twophase import coordinator, recovery
 from twophase.ids import load_id_for
 from twophase.report import summaries
-from twophase.spec import KafkaTarget, LoadSpec, PostgresTarget
+from twophase.participants.kafka import KafkaTarget
+from twophase.participants.postgres import PostgresTarget
+from twophase.spec import LoadSpec
 from twophase.verify import verify
 
 LOADS = 50_000

@@ -28,7 +28,7 @@ import pytest
 from support import REPORTING, iceberg_leftovers, many_seen, many_spec
 from twophase import coordinator, recovery
 from twophase.participants.postgres import prepared_gids, staging_tables
-from twophase.spec import Connections
+from twophase.connections import Connections
 from twophase.states import State
 from twophase.verify import verify
 

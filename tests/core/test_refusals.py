@@ -28,7 +28,7 @@ from support import header, make_df, make_spec, read_topic, table_of, topic_of, 
 from throwaway_postgres import throwaway_postgres
 from twophase import coordinator
 from twophase.participants.postgres import PostgresConfigError, is_prepared
-from twophase.spec import Connections
+from twophase.connections import Connections
 from twophase.states import State
 from support import count_table_rows
 from twophase.verify import verify

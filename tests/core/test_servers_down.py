@@ -16,7 +16,7 @@ import pytest
 
 from support import make_df, make_spec, read_topic, table_of, topic_of
 from twophase import coordinator, recovery
-from twophase.spec import Connections
+from twophase.connections import Connections
 from twophase.states import State
 from support import count_table_rows
 

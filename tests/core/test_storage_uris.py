@@ -26,7 +26,8 @@ from pipeline.expected import _valid, expected_totals
 from support import ROOT, count_table_rows
 from twophase import coordinator
 from twophase.ids import load_id_for
-from twophase.spec import LoadSpec, PostgresTarget
+from twophase.participants.postgres import PostgresTarget
+from twophase.spec import LoadSpec
 from twophase.states import State
 
 DAY = date(2026, 11, 20)

@@ -22,7 +22,8 @@ from psycopg2.extensions import parse_dsn
 
 from support import count_table_rows, make_spec
 from twophase import coordinator
-from twophase.spec import CONNECTIONS_FILE, SpecError
+from twophase.connections import CONNECTIONS_FILE
+from twophase.spec import SpecError
 from twophase.states import State
 from twophase_airflow import LoadConfig, Table, Topic
 from twophase_airflow.connections import SparkSubmit

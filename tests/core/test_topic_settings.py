@@ -8,7 +8,7 @@ from __future__ import annotations
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from twophase.participants.kafka import ensure_topics
-from twophase.spec import KafkaTarget
+from twophase.participants.kafka import KafkaTarget
 
 
 def _described(bootstrap: str, topic: str) -> tuple[int, dict[str, str]]:

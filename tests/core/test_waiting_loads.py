@@ -22,7 +22,8 @@ from throwaway_postgres import throwaway_postgres
 from twophase import coordinator, recovery
 from twophase.ids import load_id_for
 from twophase.participants.postgres import PostgresTarget, prepared_gids, staging_tables
-from twophase.spec import Connections, LoadSpec
+from twophase.connections import Connections
+from twophase.spec import LoadSpec
 from twophase.states import State
 
 ROWS = 400

@@ -15,7 +15,8 @@ from hourly_data import DAG_ID, ROOT, TOPIC, expected_hour, fresh_day, hour_rows
 from orders_sample.generate import generate
 from support import header, read_topic
 from twophase.log import PostgresLog
-from twophase.spec import Connections, SpecError
+from twophase.connections import Connections
+from twophase.spec import SpecError
 from twophase_airflow.config import Interval
 from twophase.verify import verify
 

@@ -20,7 +20,7 @@ from expected import expected_totals
 from orders_sample.generate import generate
 from support import header, iceberg_table, read_topic
 from twophase.log import PostgresLog
-from twophase.spec import Connections
+from twophase.connections import Connections
 from twophase.verify import verify
 
 TABLE, TOPIC = "analytics.customer_daily_totals", "customer-daily-totals"

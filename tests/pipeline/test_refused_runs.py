@@ -18,7 +18,10 @@ from support import ORDERS_PIPELINE
 from twophase import coordinator
 from twophase.ids import load_id_for
 from twophase.log import PostgresLog
-from twophase.spec import Connections, KafkaTarget, LoadSpec, PostgresTarget
+from twophase.connections import Connections
+from twophase.participants.kafka import KafkaTarget
+from twophase.participants.postgres import PostgresTarget
+from twophase.spec import LoadSpec
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ from airflow_api import AirflowApi
 from twophase import coordinator
 from twophase.ids import load_id_for
 from twophase.log import PostgresLog, UnknownLoad
-from twophase.spec import Connections
+from twophase.connections import Connections
 from twophase.states import State
 
 TEST_DB = "airflow_ui_tests"

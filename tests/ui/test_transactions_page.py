@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from support import make_spec
 from twophase import coordinator
 from twophase.log import PostgresLog
-from twophase.spec import Connections
+from twophase.connections import Connections
 from twophase.states import State
 from twophase.votes import Vote
 

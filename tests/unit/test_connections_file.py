@@ -13,7 +13,8 @@ from twophase.executors import FIX, problem, required
 from twophase.participants.iceberg import IcebergParticipant
 from twophase.participants.kafka import KafkaParticipant
 from twophase.participants.postgres import PostgresParticipant
-from twophase.spec import Connections, SpecError
+from twophase.connections import Connections
+from twophase.spec import SpecError
 
 
 def _conns() -> Connections:

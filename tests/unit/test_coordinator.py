@@ -21,7 +21,9 @@ from twophase.log import MemoryLog, StateConflict, Superseded
 from twophase.outcome import Kind
 from twophase.participants.memory import (Crashed, Faults, LocalFrame, LocalStage, MemoryParticipant,
                                           MemoryStore, MemoryUnreachable)
-from twophase.spec import KafkaTarget, LoadSpec, PostgresTarget
+from twophase.participants.kafka import KafkaTarget
+from twophase.participants.postgres import PostgresTarget
+from twophase.spec import LoadSpec
 from twophase.states import TERMINAL, State
 from twophase.voting import MinRows
 

@@ -14,8 +14,8 @@ import psycopg2
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from twophase.errors import (MAX_LENGTH, KafkaUnreachable, PostgresUnreachable, kafka_unreachable, one_line,
-                             postgres_unreachable, root_cause, root_cause_of_text, servers)
+from twophase.errors import MAX_LENGTH, KafkaUnreachable, PostgresUnreachable, one_line, root_cause, root_cause_of_text
+from twophase.server_errors import kafka_unreachable, postgres_unreachable, servers
 
 TEXTS = Path(__file__).with_name("root_cause_texts")
 

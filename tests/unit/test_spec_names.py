@@ -8,7 +8,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from twophase.spec import KafkaTarget, SpecError
+from twophase.participants.kafka import KafkaTarget
+from twophase.spec import SpecError
 
 REFUSED = [
     ("..", "kafka topic '..' is a name Kafka refuses ('.' and '..' are not topic names): choose another"),

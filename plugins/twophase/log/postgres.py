@@ -19,7 +19,8 @@ import psycopg2.extras
 from psycopg2 import sql
 
 from .. import privileges, states
-from ..errors import MissingPrivilege, one_line, servers
+from ..errors import MissingPrivilege, one_line
+from ..server_errors import servers
 from ..quarantine import Kept
 from ..spec import LoadSpec
 from ..states import State

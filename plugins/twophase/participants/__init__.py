@@ -3,9 +3,8 @@
 Targets of one kind on one server make one participant, with one vote: tables of one
 database share one prepared transaction, topics of one cluster one copy transaction. A
 kind may split a server's targets further (`Participant.group_of`: each Iceberg table
-commits on its own). This
-module is the one place outside the participants' own packages that maps kinds of target
-to participant classes, so every other layer iterates over Participant objects.
+commits on its own). The kinds are named in one place, kinds.py; every other layer
+iterates over Participant objects.
 """
 
 from __future__ import annotations
@@ -13,17 +12,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..participant import Participant
+from .kinds import KINDS
 
-if TYPE_CHECKING:  # twophase.spec imports the target classes from this package
-    from ..spec import Connections, LoadSpec
-
-
-def _kinds() -> dict[str, type]:
-    from .iceberg import IcebergParticipant
-    from .kafka import KafkaParticipant
-    from .postgres import PostgresParticipant
-
-    return {"postgres": PostgresParticipant, "kafka": KafkaParticipant, "iceberg": IcebergParticipant}
+if TYPE_CHECKING:  # for annotations only: both import this package
+    from ..connections import Connections
+    from ..spec import LoadSpec
 
 
 def participant_name(kind: str, connection: str, group: str = "") -> str:
@@ -37,7 +30,7 @@ def participants_of(spec: LoadSpec, conns: Connections, attempt: int = 1) -> lis
     """The load's participants, acting on prepare attempt `attempt`'s staging, in the
     order its targets first name them (which is the order they stage in: describe a table
     before a topic, and a missing table is found before any topic is created)."""
-    kinds = _kinds()
+    kinds = {name: kind.participant_class() for name, kind in KINDS.items()}
     groups: dict[tuple[str, str, str], list] = {}
     for target in spec.targets:
         groups.setdefault((target.kind, target.connection, kinds[target.kind].group_of(target)), []).append(target)
@@ -56,5 +49,5 @@ def commit_order(participants: list[Participant]) -> list[Participant]:
 def sweep_all(conns: Connections, state_of, pipeline: str | None = None) -> list:
     """Every kind's orphans on every server the connections know (recovery); only
     `pipeline`'s, when given."""
-    return [swept for kind, cls in _kinds().items() for address in conns.addresses(kind)
-            for swept in cls.sweep(address, state_of, pipeline)]
+    return [swept for name, kind in KINDS.items() for address in conns.addresses(name)
+            for swept in kind.participant_class().sweep(address, state_of, pipeline)]

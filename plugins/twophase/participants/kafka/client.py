@@ -12,7 +12,8 @@ from contextlib import contextmanager
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from ...errors import kafka_unreachable, one_line
+from ...errors import one_line
+from ...server_errors import kafka_unreachable
 from .target import KafkaTarget
 
 _log = logging.getLogger("twophase.kafka")

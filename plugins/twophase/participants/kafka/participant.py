@@ -10,7 +10,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient
 
 from ... import failpoints, ids
-from ...errors import ServerUnreachable, SpecError, kafka_unreachable, one_line
+from ...errors import ServerUnreachable, SpecError, one_line
+from ...server_errors import kafka_unreachable
 from ...outcome import Kind, Outcome
 from ...participant import Participant, Staging
 from ...votes import Vote

@@ -8,7 +8,8 @@ import psycopg2.errors
 from psycopg2 import sql
 
 from ... import failpoints, ids, privileges
-from ...errors import MissingPrivilege, ServerUnreachable, SpecError, one_line, postgres_unreachable, servers
+from ...errors import MissingPrivilege, ServerUnreachable, SpecError, one_line
+from ...server_errors import postgres_unreachable, servers
 from ...outcome import Kind, Outcome
 from ...participant import Participant, Staging, Swept
 from ...votes import Vote

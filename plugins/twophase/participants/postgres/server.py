@@ -10,7 +10,7 @@ import psycopg2.errors
 from psycopg2 import sql
 
 from ... import ids, privileges
-from ...errors import servers
+from ...server_errors import servers
 
 PART_COLUMN = "_twophase_part"
 MARKERS = "twophase.pg_commit_markers"
@@ -54,7 +54,7 @@ def ensure_schemas(cur) -> None:
 def _connect(dsn: str, autocommit: bool = True):
     """A connection; autocommit unless asked. Use with closing(): since psycopg2 2.9,
     `with conn:` opens a transaction even in autocommit, and COMMIT PREPARED refuses that.
-    A server that does not answer raises PostgresUnreachable (errors.servers)."""
+    A server that does not answer raises PostgresUnreachable (server_errors.servers)."""
     with servers(pg_dsn=dsn):
         conn = psycopg2.connect(dsn)
     conn.autocommit = autocommit

@@ -12,7 +12,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 from psycopg2 import sql
 
-from ...errors import one_line, servers
+from ...errors import one_line
+from ...server_errors import servers
 from ...participant import PartitionWriter
 from .server import PART_COLUMN, _connect
 
