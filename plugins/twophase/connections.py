@@ -35,7 +35,7 @@ class Connections:
     """
 
     pg_dsn: str
-    kafka_bootstrap: str
+    kafka_bootstrap: str = ""
     named: dict = field(default_factory=dict)
     # Finds a connection `named` does not hold, by name: (kind, address). Recovery uses
     # Airflow's, as it finishes loads whose targets name any connection.
@@ -116,6 +116,11 @@ class Connections:
         """Every server of this kind the connections know (recovery sweeps them all)."""
         defaults = [a for a in [self._defaults().get(kind)] if a]
         return [*defaults, *(address for k, address in self.named.values() if k == kind and address not in defaults)]
+
+    def every_address(self) -> list[tuple[str, str]]:
+        """(kind, address) of every server these connections name, defaults first."""
+        return [*((kind, address) for kind, address in self._defaults().items() if address),
+                *(tuple(value) for value in self.named.values())]
 
     def participants(self, spec: LoadSpec, attempt: int = 1) -> list:
         """The load's participants on these servers (twophase.participant.Participant),

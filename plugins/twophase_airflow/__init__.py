@@ -3,10 +3,11 @@
     from twophase_airflow import IcebergTable, LoadConfig, Table, Topic, load_params, two_phase_load
 """
 
-from .assets import iceberg_asset, table_asset, topic_asset
 from .config import Interval, LoadConfig
 from .factory import load_params, two_phase_load
-from .targets import IcebergTable, Table, Topic
+from .kinds.iceberg import IcebergTable, iceberg_asset
+from .kinds.kafka import Topic, topic_asset
+from .kinds.postgres import Table, table_asset
 
 __all__ = ["IcebergTable", "Interval", "LoadConfig", "Table", "Topic", "iceberg_asset", "load_params", "table_asset",
            "topic_asset", "two_phase_load"]

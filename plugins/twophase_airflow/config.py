@@ -9,7 +9,10 @@ from typing import Callable
 from twophase import ids
 from twophase.spec import SpecError
 
-from .targets import DEFAULT_ICEBERG, DEFAULT_KAFKA, DEFAULT_POSTGRES, IcebergTable, Table, Topic
+from .kinds import KINDS, TARGET_CLASSES
+from .kinds.postgres import DEFAULT_CONN_ID as DEFAULT_POSTGRES
+
+_TARGET_NAMES = ", ".join(f"{cls.__name__}(...)" for cls in TARGET_CLASSES)
 
 
 @dataclass(frozen=True)
@@ -29,7 +32,7 @@ class Interval:
 class LoadConfig:
     """A load of one Spark job's output into any number of tables and topics, atomically.
 
-    - targets: Table(...), Topic(...) and IcebergTable(...) (twophase_airflow.targets),
+    - targets: Table(...), Topic(...) and IcebergTable(...) (twophase_airflow.kinds),
       each name once per kind;
     - describe_input(interval, params, load_id) -> dict: what the job reads, logged with
       the load (the job gets it as spec.input); `interval` is the run's data interval
@@ -61,10 +64,10 @@ class LoadConfig:
     def __post_init__(self):
         object.__setattr__(self, "targets", tuple(self.targets) if isinstance(self.targets, (list, tuple)) else ())
         if not self.targets:
-            raise SpecError("LoadConfig targets must list at least one Table(...), Topic(...) or IcebergTable(...)")
-        wrong = [t for t in self.targets if not isinstance(t, (Table, Topic, IcebergTable))]
+            raise SpecError(f"LoadConfig targets must list at least one of {_TARGET_NAMES}")
+        wrong = [t for t in self.targets if not isinstance(t, TARGET_CLASSES)]
         if wrong:
-            raise SpecError(f"LoadConfig targets must be Table(...), Topic(...) or IcebergTable(...), got {wrong[0]!r}")
+            raise SpecError(f"LoadConfig targets must be {_TARGET_NAMES}, got {wrong[0]!r}")
         names = [(t.kind, t.name) for t in self.targets]
         twice = sorted({n for k, n in names if names.count((k, n)) > 1})
         if twice:
@@ -84,9 +87,7 @@ class LoadConfig:
 
     def load_targets(self) -> list[str]:
         """The targets' names in the load (votes, counts, audit rules)."""
-        from twophase.participants.iceberg.target import NAME_PREFIX
-
-        return [NAME_PREFIX + t.name if isinstance(t, IcebergTable) else t.name for t in self.targets]
+        return [t.load_name for t in self.targets]
 
     def _check_rules(self) -> None:
         from twophase.audit import Rule
@@ -110,7 +111,7 @@ class LoadConfig:
     def core_connection(self, target) -> str:
         """The core target's `connection`: '' for the default servers (the log's database,
         the default Kafka connection), else the Airflow connection id."""
-        default = {"postgres": self.log_conn_id, "kafka": DEFAULT_KAFKA, "iceberg": DEFAULT_ICEBERG}[target.kind]
+        default = KINDS[target.kind].default_conn_id or self.log_conn_id
         return "" if target.conn_id == default else target.conn_id
 
     def conn_ids(self) -> dict[str, str]:
@@ -120,7 +121,7 @@ class LoadConfig:
     @property
     def ddl(self) -> list[tuple[str, str]]:
         """(connection id, SQL) of every table that has a ddl, in target order."""
-        return [(t.conn_id, t.ddl) for t in self.targets if isinstance(t, Table) and t.ddl]
+        return [(t.conn_id, t.ddl) for t in self.targets if getattr(t, "ddl", None)]
 
 
 def check_pipeline(pipeline, what: str = "pipeline name") -> None:

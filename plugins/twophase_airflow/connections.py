@@ -3,39 +3,35 @@ secrets, and what prepare's spark-submit takes from the Spark connection."""
 
 from __future__ import annotations
 
-import json
 from contextlib import contextmanager
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
-from psycopg2.extensions import make_dsn, parse_dsn
+from psycopg2.extensions import parse_dsn
 
-from twophase.errors import PostgresUnreachable
-from twophase.server_errors import postgres_unreachable
 from twophase.connections import Connections
-from twophase.spec import SpecError
+from twophase.errors import PostgresUnreachable
+from twophase.participants.kinds import KINDS as CORE_KINDS
+from twophase.server_errors import postgres_unreachable
 
-from .targets import DEFAULT_ICEBERG, DEFAULT_KAFKA
-
-# Keys of an Iceberg catalog's properties whose values are secrets (masked in task logs).
-_SECRET_KEYS = ("password", "secret", "credential", "token", "key")
+from .kinds import KINDS, kind_of_conn_type
 
 
 def from_airflow(log_conn_id: str, others: dict[str, str] | None = None, lookup: bool = False) -> Connections:
-    """The log's Postgres (`log_conn_id`, also the default database of tables), the default
-    Kafka cluster and Iceberg catalog (connections `twophase_kafka` and `twophase_iceberg`,
-    when they exist) and `others` ({connection id: kind}) by name. Postgres: a `postgres`
-    connection (host, port, schema = database, login, password). Kafka: any connection
-    whose extra has `bootstrap.servers` (the Kafka provider's shape). Iceberg: a connection
-    of type `iceberg` whose extra holds pyiceberg's catalog properties. Passwords are
-    registered with Airflow's secrets masker, so a log line quoting one shows *** instead.
-    `lookup`: other connections are found by name when a load names them (recovery, which
-    finishes loads of every pipeline)."""
+    """The log's Postgres (`log_conn_id`, also the default database of tables), each other
+    kind's default server (its default connection, twophase_kafka and twophase_iceberg,
+    when it exists) and `others` ({connection id: kind}) by name. What a connection of each
+    kind holds is in its module of twophase_airflow.kinds; secrets in it are registered
+    with Airflow's secrets masker, so a log line quoting one shows *** instead. `lookup`:
+    other connections are found by name when a load names them (recovery, which finishes
+    loads of every pipeline)."""
     named = {conn_id: (kind, _address(kind, conn_id)) for conn_id, kind in (others or {}).items()}
     # No default cluster or catalog: a topic or Iceberg table must name its connection
     # (Connections.address says so).
-    return Connections(_address("postgres", log_conn_id), _default("kafka", DEFAULT_KAFKA), named,
-                       _lookup if lookup else None, iceberg_catalog=_default("iceberg", DEFAULT_ICEBERG))
+    defaults = {"pg_dsn": _address("postgres", log_conn_id)}
+    for name, record in KINDS.items():
+        if record.default_conn_id:
+            defaults[CORE_KINDS[name].default_server] = _default(name, record.default_conn_id)
+    return Connections(named=named, lookup=_lookup if lookup else None, **defaults)
 
 
 def _default(kind: str, conn_id: str) -> str:
@@ -48,65 +44,23 @@ def _default(kind: str, conn_id: str) -> str:
 
 
 def _lookup(conn_id: str) -> tuple[str, str]:
-    """(kind, address) of an Airflow connection: a postgres one, an iceberg one, or one
-    with bootstrap.servers."""
+    """(kind, address) of an Airflow connection, its kind from its type."""
     from airflow.sdk import BaseHook
 
-    conn_type = BaseHook.get_connection(conn_id).conn_type
-    kind = {"postgres": "postgres", "postgresql": "postgres", "iceberg": "iceberg"}.get(conn_type, "kafka")
+    kind = kind_of_conn_type(BaseHook.get_connection(conn_id).conn_type)
     return kind, _address(kind, conn_id)
 
 
 def _address(kind: str, conn_id: str) -> str:
     from airflow.sdk import BaseHook
-    from airflow.sdk.log import mask_secret
 
-    conn = BaseHook.get_connection(conn_id)
-    if kind == "postgres":
-        if conn.password:
-            mask_secret(conn.password)
-        return make_dsn(host=conn.host or "localhost", port=conn.port or 5432, dbname=conn.schema or "postgres",
-                        user=conn.login, password=conn.password or None)
-    if kind == "iceberg":
-        return _catalog(conn_id, conn.extra_dejson)
-    servers = conn.extra_dejson.get("bootstrap.servers")
-    if not servers:
-        raise SpecError(f"Airflow connection {conn_id!r} has no 'bootstrap.servers' in its extra")
-    return servers
-
-
-def _catalog(conn_id: str, props: dict) -> str:
-    """An Iceberg connection's catalog properties as the core's address (JSON), with every
-    secret in them (a password in the uri, credentials, tokens) masked in task logs."""
-    from airflow.sdk.log import mask_secret
-
-    if not isinstance(props, dict) or not props:
-        raise SpecError(f"Airflow connection {conn_id!r} has no Iceberg catalog properties in its extra "
-                        '(e.g. {"type": "sql", "uri": ..., "warehouse": ...})')
-    for secret in _catalog_secrets(props):
-        mask_secret(secret)
-    return json.dumps(props)
-
-
-def _catalog_secrets(props: dict) -> set[str]:
-    """The secrets in an Iceberg catalog's properties: values of secret-looking keys, and
-    the password in its uri."""
-    found = {str(value) for key, value in props.items() if any(word in key.lower() for word in _SECRET_KEYS) and value}
-    password = urlsplit(str(props.get("uri", ""))).password
-    return found | {password} if password else found
+    return KINDS[kind].address(BaseHook.get_connection(conn_id), conn_id)
 
 
 def secrets_of(conns: Connections) -> set[str]:
     """Every secret the connections hold (Postgres passwords, a catalog's credentials): the
     prepare operator keeps spark-submit's environment free of them."""
-    found = set()
-    addresses = [("postgres", conns.pg_dsn), ("iceberg", conns.iceberg_catalog), *conns.named.values()]
-    for kind, address in addresses:
-        if kind == "postgres" and address:
-            found.add(parse_dsn(address).get("password") or "")
-        elif kind == "iceberg" and address:
-            found |= _catalog_secrets(json.loads(address))
-    return found - {""}
+    return {secret for kind, address in conns.every_address() for secret in KINDS[kind].secrets(address)}
 
 
 @dataclass(frozen=True)

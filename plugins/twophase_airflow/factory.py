@@ -44,8 +44,8 @@ from twophase.spec import SpecError
 
 from . import tasks
 from .approval_operator import LoadApprovalOperator
-from .assets import asset_of
 from .config import LoadConfig, check_pipeline
+from .kinds import asset_of
 from .prepare_operator import TwoPhasePrepareOperator
 
 

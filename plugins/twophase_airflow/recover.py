@@ -9,7 +9,7 @@ from twophase import quarantine, recovery
 from twophase.log import PostgresLog
 
 from .connections import from_airflow
-from .targets import DEFAULT_POSTGRES
+from .kinds.postgres import DEFAULT_CONN_ID as DEFAULT_POSTGRES
 
 log = logging.getLogger("twophase")
 

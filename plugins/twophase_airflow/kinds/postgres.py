@@ -1,0 +1,83 @@
+"""Postgres tables in Airflow: the Table a DAG author lists, its Asset, and the database of
+an Airflow connection of type postgres (host, port, schema = database, login, password)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+
+from psycopg2.extensions import make_dsn, parse_dsn
+
+from twophase.participants.postgres import PostgresTarget
+from twophase.spec import SpecError
+
+from .shared import AirflowKind, check_conn_id, interval_value, named_asset
+
+DEFAULT_CONN_ID = "twophase_postgres"
+
+
+@dataclass(frozen=True)
+class Table:
+    """A Postgres table (`schema.table`, with a `load_id text` column).
+
+    - interval_column: the column holding each row's data interval (its day, or hour): in
+      mode "replace" the load swaps the rows of its interval for its own, atomically;
+      '' means the table is never replaced into (a replace load only adds to it);
+    - conn_id: the Airflow connection of its database;
+    - frame: which of the job's frames it loads ('' = the main one; see spark_job.Output);
+    - ddl: optional idempotent SQL run before each load (`create table if not exists ...`).
+    """
+
+    name: str
+    interval_column: str = "day"
+    conn_id: str = DEFAULT_CONN_ID
+    frame: str = ""
+    ddl: str | None = None
+    kind = "postgres"
+
+    def __post_init__(self):
+        if not isinstance(self.name, str):
+            raise SpecError(f"Table name must be a string like 'schema.table', got {self.name!r}")
+        check_conn_id(self)
+        if self.ddl is not None and not (isinstance(self.ddl, str) and self.ddl.strip()):
+            raise SpecError(f"Table {self.name} ddl must be SQL text (create table if not exists ...) or None")
+        try:  # the core's rules, so a wrong name fails the DAG file's import
+            self.core("replace" if self.interval_column else "append", (date(2026, 1, 1), date(2026, 1, 2)), "")
+        except SpecError as exc:
+            raise SpecError(f"Table {self.name}: {exc}") from None
+
+    @property
+    def load_name(self) -> str:
+        """Its name in the load (votes, counts, audit rules)."""
+        return self.name
+
+    def core(self, mode: str, interval: tuple, connection: str) -> PostgresTarget:
+        """The core's target for a run: in mode replace, the rows whose interval column
+        equals the interval's start are swapped (a date for a daily interval)."""
+        replace_where = ({self.interval_column: interval_value(interval)}
+                         if mode == "replace" and self.interval_column else {})
+        return PostgresTarget(self.name, "replace" if replace_where else "append", replace_where, connection, self.frame)
+
+
+def table_asset(table: str, pg_conn_id: str = DEFAULT_CONN_ID):
+    """The Asset a load's commit emits for `table` of connection `pg_conn_id`."""
+    if not isinstance(table, str):
+        raise SpecError(f"table_asset: table must be a string like 'schema.table', got {table!r}")
+    return named_asset("table_asset", "postgres", table, pg_conn_id, PostgresTarget)
+
+
+def address(conn, conn_id: str) -> str:
+    """The connection's DSN, its password masked in task logs."""
+    from airflow.sdk.log import mask_secret
+
+    if conn.password:
+        mask_secret(conn.password)
+    return make_dsn(host=conn.host or "localhost", port=conn.port or 5432, dbname=conn.schema or "postgres",
+                    user=conn.login, password=conn.password or None)
+
+
+def secrets(dsn: str) -> set[str]:
+    return {parse_dsn(dsn).get("password") or ""} - {""}
+
+
+POSTGRES = AirflowKind("postgres", Table, "", ("postgres", "postgresql"), address, secrets, table_asset)
