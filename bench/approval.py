@@ -27,7 +27,7 @@ from pathlib import Path
 import requests
 
 from orders_sample.generate import generate
-from twophase.approval import to_visible_s
+from twophase.gates.approval import to_visible_s
 from twophase.ids import load_id_for
 from twophase.log import PostgresLog, TransactionLog
 from twophase.connections import Connections

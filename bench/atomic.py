@@ -1,4 +1,4 @@
-"""This project's atomic load, through the core (twophase.coordinator), one phase at a time:
+"""This project's atomic load, through the core (twophase.protocol.coordinator), one phase at a time:
 
     begin -> prepare -> vote -> commit (Kafka's copy, then Postgres' COMMIT PREPARED)
 
@@ -22,7 +22,8 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 
-from twophase import coordinator, spark_stage
+from twophase.protocol import coordinator
+from twophase.spark import stage as spark_stage
 from twophase.ids import load_id_for
 from twophase.log import TransactionLog
 from twophase.participants.kafka import KafkaParticipant

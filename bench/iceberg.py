@@ -32,10 +32,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from twophase import spark_stage
+from twophase.spark import stage as spark_stage
 from twophase.ids import load_id_for
-from twophase.outcome import Kind
-from twophase.participant import PartitionWriter, Staging
+from twophase.protocol.outcome import Kind
+from twophase.participants.contract import PartitionWriter, Staging
 from twophase.participants.iceberg import IcebergParticipant, IcebergTarget, catalog_of
 from twophase.participants.iceberg.catalog import arrow_schema, filesystem
 

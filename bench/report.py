@@ -114,7 +114,7 @@ def _how() -> list[str]:
             "- Peers: `df.write.jdbc` (default options; tuned: `reWriteBatchedInserts=true`, `batchsize` 10000) "
             "and `df.write.format(\"kafka\")` with key and value made as the atomic load makes them. "
             "\"Peer writing both\" sums the JDBC write and the Kafka write of the same repetition.",
-            "- Atomic: `twophase.coordinator` begin, prepare, vote, commit; prepare's parts are the core's own "
+            "- Atomic: `twophase.protocol.coordinator` begin, prepare, vote, commit; prepare's parts are the core's own "
             "calls timed in place; commit per participant is the core's `Outcome.seconds`.",
             "- Limits: COPY of a CSV file of the same rows (written once) into the same kind of table, streamed "
             "by the client (`COPY ... FROM STDIN`: the bench's role cannot read server files); Kafka's "

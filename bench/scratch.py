@@ -106,9 +106,9 @@ def forget_load(dsn: str, bootstrap: str, load_id: str) -> None:
 
 def settle(log, conns, load_id: str) -> None:
     """End a bench load left open: finish its commit if decided so, else roll it back."""
-    from twophase import coordinator
+    from twophase.protocol import coordinator
     from twophase.log import UnknownLoad
-    from twophase.states import TERMINAL, State
+    from twophase.protocol.states import TERMINAL, State
 
     try:
         state = log.get(load_id).state

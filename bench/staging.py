@@ -1,6 +1,6 @@
 """Where the atomic load's staging pass spends its time, one side at a time.
 
-The staging pass (twophase.spark_stage.stage) runs, in each Spark task, one mapInArrow
+The staging pass (twophase.spark.stage.stage) runs, in each Spark task, one mapInArrow
 over the rows plus the columns the participants ask Spark to compute (a Kafka record's
 key, JSON value and checksum), and hands every Arrow batch to every target's writer: the
 Kafka producer, and the Postgres writer whose thread turns it into CSV for the COPY.
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import time
 
-from twophase import spark_stage
-from twophase.participant import PartitionWriter, Staging
+from twophase.spark import stage as spark_stage
+from twophase.participants.contract import PartitionWriter, Staging
 from twophase.participants.kafka import KafkaParticipant
 from twophase.participants.postgres import PostgresParticipant, drop_staging_table
 from twophase.participants.kafka import KafkaTarget

@@ -22,7 +22,7 @@ import pendulum
 from airflow.sdk import DAG, CronDataIntervalTimetable
 
 from twophase.audit import DuplicateKeys, NullShare, RowCountChange, ValueRange
-from twophase.storage import join_uri, storage_uri
+from twophase.spark.storage import join_uri, storage_uri
 from twophase_airflow import IcebergTable, LoadConfig, Table, Topic, load_params, two_phase_load
 
 ROOT = Path(__file__).resolve().parents[1]

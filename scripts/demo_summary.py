@@ -13,7 +13,7 @@ from pathlib import Path
 
 from twophase.log import PostgresLog
 from twophase.connections import Connections
-from twophase.verify import verify
+from twophase.ops.verify import verify
 
 
 def main(run_log: Path, day: str) -> int:

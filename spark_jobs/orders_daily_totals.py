@@ -47,8 +47,8 @@ from pyspark.sql import functions as F
 
 import order_rules
 from order_rules import REASONS, check_line
-from twophase.spark_job import Output, run
-from twophase.storage import storage_uri
+from twophase.spark.job import Output, run
+from twophase.spark.storage import storage_uri
 
 # Executors get the rules inside the pickled function: nothing to install on a cluster.
 cloudpickle.register_pickle_by_value(order_rules)
@@ -214,7 +214,7 @@ def rejects_of(classified: DataFrame, per_order: DataFrame) -> DataFrame:
 
 
 def locations(spec) -> tuple[str, str]:
-    """The load's input folder and rejects location, as storage URIs (twophase.storage)."""
+    """The load's input folder and rejects location, as storage URIs (twophase.spark.storage)."""
     return (storage_uri(spec.input.get("path"), "the load's input 'path'"),
             storage_uri(spec.input.get("rejects"), "the load's input 'rejects'"))
 

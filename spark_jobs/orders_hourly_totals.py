@@ -33,7 +33,7 @@ from pyspark.sql import functions as F
 
 import orders_daily_totals as daily
 from order_rules import REASONS
-from twophase.spark_job import Output, run
+from twophase.spark.job import Output, run
 
 # Executors get the daily job's functions inside the pickled ones (as it does its rules).
 cloudpickle.register_pickle_by_value(daily)

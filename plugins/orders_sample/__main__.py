@@ -7,7 +7,7 @@ import re
 import time
 from datetime import date
 
-from twophase.storage import StorageURIError, local_path
+from twophase.spark.storage import StorageURIError, local_path
 
 from .generate import generate
 

@@ -123,7 +123,7 @@ class Connections:
                 *(tuple(value) for value in self.named.values())]
 
     def participants(self, spec: LoadSpec, attempt: int = 1) -> list:
-        """The load's participants on these servers (twophase.participant.Participant),
+        """The load's participants on these servers (twophase.participants.contract.Participant),
         acting on prepare attempt `attempt`'s staging (a load's: Load.attempt)."""
         return participants_of(spec, self, attempt)
 

@@ -7,7 +7,7 @@ two-phase load needs around it:
   without it passes through at once and its vote does not ask for an answer;
 - the request shows the audit report and the rows per target, and times out after the
   run's `approval_timeout_minutes`; an unanswered request is rejected (the default);
-- the question and the answer are logged with the load (twophase.approval: who, when,
+- the question and the answer are logged with the load (twophase.gates.approval: who, when,
   timed out or not), so the vote, recovery and `python -m twophase show` read them;
 - a rejection does not skip what follows, as the stock operator does: the vote must run
   to log the decision (ABORT, naming who rejected) and pick the rollback.
@@ -24,7 +24,8 @@ from typing import Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator, HITLOperator
 
-from twophase import approval, coordinator
+from twophase.gates import approval
+from twophase.protocol import coordinator
 from twophase.audit.report import AuditReport
 from twophase.log import Load
 

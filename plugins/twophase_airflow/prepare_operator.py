@@ -1,6 +1,6 @@
 """The prepare task: spark-submit of the pipeline's job inside the twophase frame.
 
-A SparkSubmitOperator that adds what the frame (twophase.spark_job.run) needs:
+A SparkSubmitOperator that adds what the frame (twophase.spark.job.run) needs:
 
 - `--load-id`, derived from the DAG run like every other task of the load;
 - the servers of every target, from the Airflow connections, in a connections file

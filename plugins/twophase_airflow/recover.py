@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from twophase import quarantine, recovery
+from twophase.gates import quarantine
+from twophase.ops import recovery
 from twophase.log import PostgresLog
 
 from .connections import from_airflow

@@ -13,16 +13,18 @@ from datetime import date, datetime, time, timedelta, timezone
 import psycopg2
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from twophase import approval, coordinator, ids
+from twophase.gates import approval
+from twophase.protocol import coordinator
+from twophase import ids
 from twophase.audit import PASS
 from twophase.audit.report import audit_summary
 from twophase.errors import ServerUnreachable, one_line
 from twophase.log import PostgresLog, TransactionLog, UnknownLoad
-from twophase.outcome import Outcome
+from twophase.protocol.outcome import Outcome
 from twophase.connections import Connections
 from twophase.spec import LoadSpec, SpecError
-from twophase.states import TERMINAL, State
-from twophase.voting import MaxRejectedShare, MaxSkippedFiles, MinRows
+from twophase.protocol.states import TERMINAL, State
+from twophase.protocol.voting import MaxRejectedShare, MaxSkippedFiles, MinRows
 
 from .config import Interval, LoadConfig
 from .connections import from_airflow, log_database

@@ -21,7 +21,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 
 from twophase.errors import ServerUnreachable
 from twophase.log import UnknownLoad
-from twophase.states import State
+from twophase.protocol.states import State
 
 from . import queries, render
 from .auth import Forbidden, NotAuthenticated, login_url, require_user

@@ -1,6 +1,6 @@
 """What the Transactions page reads from the transaction log (schema twophase), read-only.
 
-The list is twophase.report.summaries, as `python -m twophase status`: two queries (the
+The list is twophase.ops.report.summaries, as `python -m twophase status`: two queries (the
 loads, then all their votes) whatever the page's size; a load's detail goes through
 TransactionLog like the CLI's `show`.
 """
@@ -13,8 +13,8 @@ import psycopg2
 import psycopg2.extras
 
 from twophase.log import Load, PostgresLog, TransactionLog, Transition, UnknownLoad
-from twophase.report import LoadSummary, seconds, summaries
-from twophase.votes import Vote
+from twophase.ops.report import LoadSummary, seconds, summaries
+from twophase.protocol.votes import Vote
 
 __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "LoadDetail", "LoadSummary", "list_loads", "load_detail", "pipelines",
            "seconds"]

@@ -8,11 +8,11 @@ from datetime import datetime, timezone
 from html import escape
 from typing import Callable, Iterable
 
-from twophase import approval
-from twophase.states import State
+from twophase.gates import approval
+from twophase.protocol.states import State
 
 from .links import dag_run_url
-from twophase.report import LoadSummary, summarize
+from twophase.ops.report import LoadSummary, summarize
 
 from .queries import LoadDetail, seconds
 

@@ -35,9 +35,9 @@ from typing import Callable, Mapping
 import pytest
 
 from twophase import ids
-from twophase.participant import Participant, Swept
+from twophase.participants.contract import Participant, Swept
 from twophase.participants.memory import LocalFrame, LocalStage, MemoryParticipant, MemoryStore
-from twophase.votes import Vote
+from twophase.protocol.votes import Vote
 
 IMPLEMENTATIONS = ("memory", "postgres", "kafka", "iceberg")
 ROWS = 30          # rows per load
@@ -194,7 +194,7 @@ class SparkHarness(Harness):
         from pyspark.sql import functions as F
 
         from support import make_df
-        from twophase import spark_stage
+        from twophase.spark import stage as spark_stage
 
         # A day of its own per staging pass: two loads prepared at once into a keyed table
         # would wait on each other's prepared rows.

@@ -1,4 +1,4 @@
-"""The participant contract (twophase/participant.py), checked once per implementation.
+"""The participant contract (twophase/participants/contract.py), checked once per implementation.
 
 Each test runs against every harness of contract_harness (memory, postgres, kafka). A
 step after staging runs on a fresh participant instance, as the coordinator's later tasks
@@ -20,9 +20,9 @@ import uuid
 import pytest
 
 from contract_harness import ROWS
-from twophase.outcome import Kind
+from twophase.protocol.outcome import Kind
 from twophase.participants.memory import LocalStage
-from twophase.states import State
+from twophase.protocol.states import State
 
 def staged_and_prepared(h, rows=ROWS):
     """A load staged and prepared on one instance (as the prepare task does), then made

@@ -19,11 +19,11 @@ from pyspark.sql import SparkSession
 
 from spark_session import java_options
 from support import REPORTING, many_frames, many_spec
-from twophase import coordinator
+from twophase.protocol import coordinator
 from twophase.log import PostgresLog
 from twophase.connections import Connections
-from twophase.states import State
-from twophase.voting import MinRows
+from twophase.protocol.states import State
+from twophase.protocol.voting import MinRows
 
 many, run_id, rows, min_rows = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 master = os.environ.get("TWOPHASE_TEST_SPARK_MASTER", "local[2, 4]")

@@ -14,10 +14,10 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from support import make_df, make_spec
-from twophase import coordinator
-from twophase.coordinator import IntervalBusy
-from twophase.states import State
-from twophase.voting import MinRows
+from twophase.protocol import coordinator
+from twophase.protocol.coordinator import IntervalBusy
+from twophase.protocol.states import State
+from twophase.protocol.voting import MinRows
 
 DAY = ("2026-11-20T00:00:00+00:00", "2026-11-21T00:00:00+00:00")
 

@@ -15,11 +15,11 @@ import jsonschema
 import psycopg2
 
 from support import count_table_rows, make_df, make_spec, read_topic, table_of, topic_of
-from twophase import coordinator
+from twophase.protocol import coordinator
 from twophase.audit import DuplicateKeys, NullShare, RowCount, RowCountChange, SqlRule, ValueRange
 from twophase.audit.report import schema
 from twophase.participants.postgres import prepared_gids
-from twophase.states import State
+from twophase.protocol.states import State
 
 ROWS = 300
 

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from support import iceberg_leftovers, many_seen, many_spec
-from twophase import recovery
+from twophase.ops import recovery
 from twophase.participants.postgres import prepared_gids, staging_tables
-from twophase.states import TERMINAL, State
-from twophase.verify import verify
+from twophase.protocol.states import TERMINAL, State
+from twophase.ops.verify import verify
 
 ROWS = 2000
 DRIVER = Path(__file__).with_name("crash_driver.py")

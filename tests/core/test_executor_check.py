@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 
 from support import make_spec
-from twophase import coordinator
-from twophase.executors import FIX
+from twophase.protocol import coordinator
+from twophase.spark.executors import FIX
 from twophase.connections import CONNECTIONS_FILE
-from twophase.states import State
+from twophase.protocol.states import State
 
 JOB = Path(__file__).parent / "tiny_prepare.py"
 

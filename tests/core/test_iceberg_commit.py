@@ -15,7 +15,8 @@ import time
 import pytest
 
 from support import ICEBERG_COLUMNS, drop_iceberg_table, iceberg_leftovers, iceberg_table, make_df
-from twophase import coordinator, recovery
+from twophase.protocol import coordinator
+from twophase.ops import recovery
 from twophase.errors import ServerUnreachable
 from twophase.ids import load_id_for
 from twophase.participants.iceberg import LOAD_PROPERTY
@@ -24,7 +25,7 @@ from twophase.connections import Connections
 from twophase.participants.iceberg import IcebergTarget
 from twophase.participants.postgres import PostgresTarget
 from twophase.spec import LoadSpec
-from twophase.states import State
+from twophase.protocol.states import State
 
 DAY = "2026-11-20"
 

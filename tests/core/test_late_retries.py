@@ -15,13 +15,13 @@ from __future__ import annotations
 import pytest
 
 from support import header, make_df, make_spec, participants, read_topic, topic_of
-from twophase import coordinator
+from twophase.protocol import coordinator
 from twophase.log import StateConflict
-from twophase.outcome import Kind
-from twophase.states import State
+from twophase.protocol.outcome import Kind
+from twophase.protocol.states import State
 from support import count_table_rows
-from twophase.verify import verify
-from twophase.voting import MinRows
+from twophase.ops.verify import verify
+from twophase.protocol.voting import MinRows
 
 ROWS = 300
 

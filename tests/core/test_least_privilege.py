@@ -20,7 +20,8 @@ import psycopg2
 import pytest
 from psycopg2.extensions import make_dsn
 
-from twophase import coordinator, recovery
+from twophase.protocol import coordinator
+from twophase.ops import recovery
 from twophase.errors import MissingPrivilege
 from twophase.ids import load_id_for
 from twophase.log import WRITER_GRANTS, PostgresLog
@@ -29,7 +30,7 @@ from twophase.participants.postgres.server import grants_needed
 from twophase.connections import Connections
 from twophase.participants.postgres import PostgresTarget
 from twophase.spec import LoadSpec
-from twophase.states import State
+from twophase.protocol.states import State
 
 SCRIPT = Path(__file__).resolve().parents[2] / "docs" / "sql" / "least-privilege.sql"
 DAY = "2026-11-20"

@@ -8,11 +8,11 @@ import psycopg2
 import pytest
 
 from support import header, make_df, make_spec, participants, read_topic
-from twophase import coordinator
-from twophase.outcome import Kind
+from twophase.protocol import coordinator
+from twophase.protocol.outcome import Kind
 from twophase.participants.postgres import is_prepared
-from twophase.states import State
-from twophase.voting import MinRows
+from twophase.protocol.states import State
+from twophase.protocol.voting import MinRows
 
 
 def _pg_rows(dsn, table, load_id=None):

@@ -13,13 +13,13 @@ import json
 import pytest
 
 from support import REPORTING, iceberg_leftovers, iceberg_table, make_df, many_frames, many_seen, many_spec, read_topic
-from twophase import coordinator
+from twophase.protocol import coordinator
 from twophase.participants import participant_name
 from twophase.participants.iceberg import LOAD_PROPERTY
 from twophase.participants.postgres import prepared_gids, staging_tables
-from twophase.states import State
-from twophase.verify import verify
-from twophase.voting import MinRows
+from twophase.protocol.states import State
+from twophase.ops.verify import verify
+from twophase.protocol.voting import MinRows
 
 ROWS = 400
 TARGETS = ("orders", "summary", "reporting", "topic", "topic2", "iceberg")

@@ -26,11 +26,12 @@ from pathlib import Path
 import pytest
 
 from support import REPORTING, iceberg_leftovers, many_seen, many_spec
-from twophase import coordinator, recovery
+from twophase.protocol import coordinator
+from twophase.ops import recovery
 from twophase.participants.postgres import prepared_gids, staging_tables
 from twophase.connections import Connections
-from twophase.states import State
-from twophase.verify import verify
+from twophase.protocol.states import State
+from twophase.ops.verify import verify
 
 ZOMBIE_ROWS, RETRY_ROWS = 1500, 1100
 DRIVER = Path(__file__).with_name("crash_driver.py")

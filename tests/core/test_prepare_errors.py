@@ -18,10 +18,10 @@ import sys
 import pytest
 
 from support import make_df, make_spec, read_topic, table_of, topic_of
-from twophase import coordinator
-from twophase.states import State
+from twophase.protocol import coordinator
+from twophase.protocol.states import State
 from support import count_table_rows
-from twophase.verify import verify
+from twophase.ops.verify import verify
 
 
 def _show(load_id: str) -> dict:

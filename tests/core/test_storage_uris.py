@@ -24,11 +24,11 @@ from orders_sample.generate import generate
 from own_disk_executors import submit_prepare
 from pipeline.expected import _valid, expected_totals
 from support import ROOT, count_table_rows
-from twophase import coordinator
+from twophase.protocol import coordinator
 from twophase.ids import load_id_for
 from twophase.participants.postgres import PostgresTarget
 from twophase.spec import LoadSpec
-from twophase.states import State
+from twophase.protocol.states import State
 
 DAY = date(2026, 11, 20)
 
@@ -71,7 +71,7 @@ def aborted_because(txlog, conns, tables, load_id: str) -> str:
 
 @pytest.fixture
 def utc(spark):
-    """The session time zone the prepare frame sets (twophase.spark_job.run)."""
+    """The session time zone the prepare frame sets (twophase.spark.job.run)."""
     before = spark.conf.get("spark.sql.session.timeZone")
     spark.conf.set("spark.sql.session.timeZone", "UTC")
     yield spark
@@ -183,7 +183,7 @@ def test_the_dags_build_uris_under_orders_data(monkeypatch, data, landing, rejec
     ("hdfs:/namenode/data", "it has no '//' after 'hdfs:'"),
 ])
 def test_a_bad_orders_data_names_the_value_and_the_setting(monkeypatch, data, why):
-    from twophase.storage import StorageURIError
+    from twophase.spark.storage import StorageURIError
     from twophase_airflow import Interval
 
     monkeypatch.setenv("ORDERS_DATA", data)

@@ -21,12 +21,12 @@ from collections import Counter
 import psycopg2
 
 from support import header, make_df, make_spec, read_topic, topic_of
-from twophase import coordinator
-from twophase.outcome import Kind
+from twophase.protocol import coordinator
+from twophase.protocol.outcome import Kind
 from twophase.participants.postgres import is_prepared, staging_tables
-from twophase.states import State
-from twophase.verify import verify
-from twophase.voting import MinRows
+from twophase.protocol.states import State
+from twophase.ops.verify import verify
+from twophase.protocol.voting import MinRows
 
 ROWS = {"A": 3000, "B": 2000}
 DAY = {"A": "2026-11-20", "B": "2026-11-21"}

@@ -19,12 +19,13 @@ import pytest
 
 from support import count_table_rows, make_df, make_spec, table_of, topic_ends, topic_of
 from throwaway_postgres import throwaway_postgres
-from twophase import coordinator, recovery
+from twophase.protocol import coordinator
+from twophase.ops import recovery
 from twophase.ids import load_id_for
 from twophase.participants.postgres import PostgresTarget, prepared_gids, staging_tables
 from twophase.connections import Connections
 from twophase.spec import LoadSpec
-from twophase.states import State
+from twophase.protocol.states import State
 
 ROWS = 400
 

@@ -1,7 +1,7 @@
-"""A tiny prepare job through the real frame (twophase.spark_job.run): 20 rows for a test's
+"""A tiny prepare job through the real frame (twophase.spark.job.run): 20 rows for a test's
 table and topic (support.make_spec's targets). The tests that spark-submit run it."""
 
-from twophase.spark_job import Output, run
+from twophase.spark.job import Output, run
 
 
 def build(spark, spec):

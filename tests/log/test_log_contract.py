@@ -14,12 +14,12 @@ import pytest
 
 from twophase.ids import load_id_for
 from twophase.log import DriverBusy, LeaseLost, StateConflict, Superseded, UnknownLoad
-from twophase.quarantine import Kept
+from twophase.gates.quarantine import Kept
 from twophase.participants.kafka import KafkaTarget
 from twophase.participants.postgres import PostgresTarget
 from twophase.spec import LoadSpec
-from twophase.states import IllegalTransition, State
-from twophase.votes import Vote
+from twophase.protocol.states import IllegalTransition, State
+from twophase.protocol.votes import Vote
 
 TABLE, TOPIC = "shop.orders", "orders"
 

@@ -18,7 +18,7 @@ from twophase.log import PostgresLog
 from twophase.connections import Connections
 from twophase.spec import SpecError
 from twophase_airflow.config import Interval
-from twophase.verify import verify
+from twophase.ops.verify import verify
 
 pytestmark = pytest.mark.slow
 

@@ -28,7 +28,7 @@ from orders_sample.generate import generate
 from support import ORDERS_PIPELINE, read_topic
 from twophase.ids import load_id_for
 from twophase.log import PostgresLog
-from twophase.states import State
+from twophase.protocol.states import State
 from support import count_table_rows
 
 pytestmark = pytest.mark.slow

@@ -21,7 +21,7 @@ from orders_sample.generate import generate
 from support import header, iceberg_table, read_topic
 from twophase.log import PostgresLog
 from twophase.connections import Connections
-from twophase.verify import verify
+from twophase.ops.verify import verify
 
 TABLE, TOPIC = "analytics.customer_daily_totals", "customer-daily-totals"
 SUMMARY = "analytics.orders_daily_summary"

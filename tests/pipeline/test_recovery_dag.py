@@ -5,9 +5,9 @@ from __future__ import annotations
 import psycopg2
 
 from support import make_spec
-from twophase import coordinator
+from twophase.protocol import coordinator
 from twophase.log import PostgresLog
-from twophase.states import State
+from twophase.protocol.states import State
 
 
 def test_recovery_dag_presumes_abort_of_a_stale_undecided_load(run_dag, pg_dsn, unique_name):

@@ -15,7 +15,7 @@ from psycopg2.extensions import parse_dsn
 
 from orders_sample.generate import generate
 from support import ORDERS_PIPELINE
-from twophase import coordinator
+from twophase.protocol import coordinator
 from twophase.ids import load_id_for
 from twophase.log import PostgresLog
 from twophase.connections import Connections

@@ -15,11 +15,11 @@ from __future__ import annotations
 import os
 
 from airflow_api import AirflowApi
-from twophase import coordinator
+from twophase.protocol import coordinator
 from twophase.ids import load_id_for
 from twophase.log import PostgresLog, UnknownLoad
 from twophase.connections import Connections
-from twophase.states import State
+from twophase.protocol.states import State
 
 TEST_DB = "airflow_ui_tests"
 started_here = False  # this process started the tests' Airflow (tests/ui/conftest.py): it stops it too

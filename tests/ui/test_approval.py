@@ -25,7 +25,7 @@ from support import count_table_rows, fresh_day, orders_landing, topic_ends
 from twophase.ids import load_id_for
 from twophase.log import PostgresLog
 from twophase.participants.postgres import prepared_gids
-from twophase.states import State
+from twophase.protocol.states import State
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 

@@ -14,11 +14,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from support import make_spec
-from twophase import coordinator
+from twophase.protocol import coordinator
 from twophase.log import PostgresLog
 from twophase.connections import Connections
-from twophase.states import State
-from twophase.votes import Vote
+from twophase.protocol.states import State
+from twophase.protocol.votes import Vote
 
 ROLLBACK_REASON = 'quality gate: <b>12%</b> of lines rejected & "too many" > 5%'
 OPEN_RUN = "manual__2026-11-20T01:02:03.456789+00:00"

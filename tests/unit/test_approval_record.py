@@ -1,4 +1,4 @@
-"""The approval record (twophase.approval): its two steps, what the vote reads from it,
+"""The approval record (twophase.gates.approval): its two steps, what the vote reads from it,
 and where recovery's deadline starts."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from twophase import approval
+from twophase.gates import approval
 
 pytestmark = pytest.mark.serverless
 

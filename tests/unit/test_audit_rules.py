@@ -12,8 +12,7 @@ import jsonschema
 import pyarrow as pa
 import pytest
 
-from twophase.audit import (ArrowRows, AuditInput, AuditReport, Bounds, DuplicateKeys, NullShare, PythonRule,
-                            RejectedShare, RowCount, RowCountChange, SqlRule, ValueRange)
+from twophase.audit import (ArrowRows, AuditInput, AuditReport, Bounds, DuplicateKeys, NullShare, PythonRule, RejectedShare, RowCount, RowCountChange, SqlRule, ValueRange)
 from twophase.audit.limits import verdict, worst
 from twophase.audit.report import audit_reasons, schema
 from twophase.errors import SpecError

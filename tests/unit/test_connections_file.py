@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from twophase.executors import FIX, problem, required
+from twophase.spark.executors import FIX, problem, required
 from twophase.participants.iceberg import IcebergParticipant
 from twophase.participants.kafka import KafkaParticipant
 from twophase.participants.postgres import PostgresParticipant

@@ -14,18 +14,19 @@ from datetime import timedelta
 
 import pytest
 
-from twophase import coordinator, failpoints, recovery
-from twophase.coordinator import AlreadyCommitted, IntervalBusy, LoadAborted, ProtocolViolation, RetryLater
+from twophase.protocol import coordinator
+from twophase import failpoints
+from twophase.ops import recovery
+from twophase.protocol.coordinator import AlreadyCommitted, IntervalBusy, LoadAborted, ProtocolViolation, RetryLater
 from twophase.ids import load_id_for
 from twophase.log import MemoryLog, StateConflict, Superseded
-from twophase.outcome import Kind
-from twophase.participants.memory import (Crashed, Faults, LocalFrame, LocalStage, MemoryParticipant,
-                                          MemoryStore, MemoryUnreachable)
+from twophase.protocol.outcome import Kind
+from twophase.participants.memory import (Crashed, Faults, LocalFrame, LocalStage, MemoryParticipant, MemoryStore, MemoryUnreachable)
 from twophase.participants.kafka import KafkaTarget
 from twophase.participants.postgres import PostgresTarget
 from twophase.spec import LoadSpec
-from twophase.states import TERMINAL, State
-from twophase.voting import MinRows
+from twophase.protocol.states import TERMINAL, State
+from twophase.protocol.voting import MinRows
 
 ORDERS, DAILY, TOPIC = "shop.orders", "shop.daily", "orders"
 ROWS = [{"customer_id": f"c{i % 7}", "amount": i} for i in range(20)]

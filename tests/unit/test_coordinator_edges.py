@@ -11,13 +11,13 @@ import pytest
 
 from test_coordinator import (ALL, N, NOTHING, ORDERS, Conns, frame, log, make_spec, prepare_and_vote,  # noqa: F401
                               store, visible)
-from twophase import coordinator
+from twophase.protocol import coordinator
 from twophase.audit import RowCount
 from twophase.errors import PostgresUnreachable
 from twophase.log import MemoryLog, StateConflict, Superseded
-from twophase.outcome import Kind
+from twophase.protocol.outcome import Kind
 from twophase.participants.memory import Faults, LocalStage
-from twophase.states import State
+from twophase.protocol.states import State
 
 
 def test_a_repeated_prepare_of_a_prepared_load_returns_its_votes_and_stages_nothing(log, store):

@@ -13,13 +13,13 @@ from dataclasses import replace
 
 import pytest
 
-from twophase.outcome import Kind, Outcome
+from twophase.protocol.outcome import Kind, Outcome
 
 from test_coordinator import DAILY, N, NOTHING, ORDERS, TOPIC, Conns, make_spec, prepare_and_vote, visible
-from twophase import coordinator
+from twophase.protocol import coordinator
 from twophase.log import MemoryLog
 from twophase.participants.memory import MemoryParticipant, MemoryStore
-from twophase.states import State
+from twophase.protocol.states import State
 
 
 def _left_out(vote):

@@ -1,4 +1,4 @@
-"""Phase 2 has one driver at a time (twophase/lease.py): while a step commits or rolls a
+"""Phase 2 has one driver at a time (twophase/protocol/lease.py): while a step commits or rolls a
 load back, a second step (a retried task, recovery) is refused and leaves the load to it;
 a dead driver's load is taken over once its lease ends; a driver that stalled past its
 lease changes nothing; a first committer that failed is fenced before the decision turns.
@@ -17,12 +17,13 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from test_coordinator import ALL, NOTHING, Conns, make_spec, prepare_and_vote, visible
-from twophase import coordinator, lease, recovery
+from twophase.protocol import coordinator, lease
+from twophase.ops import recovery
 from twophase.errors import SpecError
 from twophase.log import DriverBusy, LeaseLost, MemoryLog
-from twophase.outcome import Kind, Outcome
+from twophase.protocol.outcome import Kind, Outcome
 from twophase.participants.memory import MemoryParticipant, MemoryStore
-from twophase.states import State
+from twophase.protocol.states import State
 
 LEASE = timedelta(minutes=5)
 

@@ -11,11 +11,12 @@ from datetime import datetime, timedelta
 import pytest
 
 from test_coordinator import ALL, Conns, make_spec, prepare_and_vote, visible
-from twophase import coordinator, recovery
+from twophase.protocol import coordinator
+from twophase.ops import recovery
 from twophase.log import MemoryLog, StateConflict
-from twophase.outcome import Kind, Outcome
+from twophase.protocol.outcome import Kind, Outcome
 from twophase.participants.memory import Faults, MemoryParticipant, MemoryStore
-from twophase.states import State
+from twophase.protocol.states import State
 
 
 class RecoveryConns(Conns):

@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from twophase.states import TERMINAL, TRANSITIONS, IllegalTransition, State, check
+from twophase.protocol.states import TERMINAL, TRANSITIONS, IllegalTransition, State, check
 
 ALLOWED = {
     (State.PREPARING, State.PREPARED), (State.PREPARING, State.ABORTING),

@@ -1,11 +1,11 @@
-"""Storage locations as URIs (twophase.storage): what is accepted, what it becomes, and the
+"""Storage locations as URIs (twophase.spark.storage): what is accepted, what it becomes, and the
 one-line refusals that name the value and the setting."""
 
 from __future__ import annotations
 
 import pytest
 
-from twophase.storage import StorageURIError, join_uri, local_path, storage_uri
+from twophase.spark.storage import StorageURIError, join_uri, local_path, storage_uri
 
 S = "ORDERS_DATA"
 

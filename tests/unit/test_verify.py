@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 
 from test_coordinator import ALL, DAILY, N, ORDERS, TOPIC, Conns, log, make_spec, prepare_and_vote, store  # noqa: F401
-from twophase import coordinator
+from twophase.protocol import coordinator
 from twophase.participants.memory import Faults, MemoryParticipant
-from twophase.states import State
-from twophase.verify import _replaced_later, verify
+from twophase.protocol.states import State
+from twophase.ops.verify import _replaced_later, verify
 
 
 def committed(log, store, run: str) -> str:

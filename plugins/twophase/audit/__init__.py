@@ -7,8 +7,7 @@ coordinator's `audit` step runs them (docs/audit.md).
 
 from .limits import ERROR, PASS, WARN, Bounds
 from .report import AuditReport
-from .rules import (AuditInput, DuplicateKeys, NullShare, PythonRule, RejectedShare, RowCount, RowCountChange,
-                    Rule, SqlRule, ValueRange)
+from .rules import (AuditInput, DuplicateKeys, NullShare, PythonRule, RejectedShare, RowCount, RowCountChange, Rule, SqlRule, ValueRange)
 from .staged import ArrowRows, NotMeasurable, StagedRows
 
 __all__ = ["ERROR", "PASS", "WARN", "ArrowRows", "AuditInput", "AuditReport", "Bounds", "DuplicateKeys",

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Iterable
 
 from ..errors import Terminal, Transient
-from ..states import State
+from ..protocol.states import State
 
 
 class UnknownLoad(Terminal, LookupError):

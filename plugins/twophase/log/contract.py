@@ -18,10 +18,10 @@ from abc import ABC, abstractmethod
 from datetime import datetime, timedelta
 from typing import Callable, ContextManager, Iterable
 
-from .. import states
+from ..protocol import states
+from ..protocol.states import DECISION_OF, PHASE_2, TIMESTAMP_OF, State
+from ..protocol.votes import Vote
 from ..spec import LoadSpec
-from ..states import DECISION_OF, PHASE_2, TIMESTAMP_OF, State
-from ..votes import Vote
 from .conflicts import DriverBusy, LeaseLost, StateConflict, Superseded
 from .records import Load, Transition
 

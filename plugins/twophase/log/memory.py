@@ -21,11 +21,11 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterable, Iterator
 
-from .. import states
-from ..quarantine import Kept
+from ..gates.quarantine import Kept
+from ..protocol import states
+from ..protocol.states import State
+from ..protocol.votes import Vote
 from ..spec import LoadSpec
-from ..states import State
-from ..votes import Vote
 from .conflicts import UnknownLoad
 from .contract import NOW, Locked, TransactionLog
 from .records import Load, Transition

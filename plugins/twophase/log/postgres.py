@@ -18,13 +18,14 @@ import psycopg2.errors
 import psycopg2.extras
 from psycopg2 import sql
 
-from .. import privileges, states
+from .. import privileges
 from ..errors import MissingPrivilege, one_line
+from ..gates.quarantine import Kept
+from ..protocol import states
+from ..protocol.states import State
+from ..protocol.votes import Vote
 from ..server_errors import servers
-from ..quarantine import Kept
 from ..spec import LoadSpec
-from ..states import State
-from ..votes import Vote
 from .conflicts import UnknownLoad
 from .contract import NOW, Locked, TransactionLog
 from .records import Load, Transition

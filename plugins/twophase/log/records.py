@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from ..protocol.states import State
 from ..spec import LoadSpec
-from ..states import State
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class Load:
     prepare_attempt: int = 0    # the latest prepare attempt claimed (0: none yet)
     exposed_at: datetime | None = None  # the vote began making participants ready (holding locks)
     audit: dict | None = None   # the audit's report (audit/report.schema.json); None: not audited
-    approval: dict | None = None  # asked and answered (twophase/approval.py); None: not asked
+    approval: dict | None = None  # asked and answered (twophase/gates/approval.py); None: not asked
     outcomes: dict | None = None  # participant -> its commit's {kind, seconds, count}; None: not committed
     driver: str | None = None   # who drives the load's phase 2 now (TransactionLog.claim_driver)
     driver_until: datetime | None = None  # when that driver's lease ends unless renewed

@@ -95,7 +95,7 @@ MIGRATIONS = [
     """
     alter table twophase.loads add column audit jsonb;
     """,
-    # A person's approval, when the run asked for one (twophase/approval.py).
+    # A person's approval, when the run asked for one (twophase/gates/approval.py).
     """
     alter table twophase.loads add column approval jsonb;
     """,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..participant import Participant
+from .contract import Participant
 from .kinds import KINDS
 
 if TYPE_CHECKING:  # for annotations only: both import this package

@@ -29,12 +29,12 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .. import ids
 from ..errors import ServerUnreachable
-from ..outcome import Kind, Outcome
-from ..participant import Participant, PartitionWriter, Staging, Swept
-from ..spark_stage import Staged, stage_partition
+from ..protocol.outcome import Kind, Outcome
+from ..protocol.states import TERMINAL, State
+from ..protocol.votes import Vote
+from ..spark.stage import Staged, stage_partition
 from ..spec import SpecError
-from ..states import TERMINAL, State
-from ..votes import Vote
+from .contract import Participant, PartitionWriter, Staging, Swept
 
 KIND = "memory"
 HOOKS = ("stage", "open", "write", "close", "prepare", "ready", "commit", "abort", "clean_up")

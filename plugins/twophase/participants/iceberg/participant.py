@@ -7,12 +7,10 @@ import time
 
 from ... import failpoints, ids
 from ...errors import ServerUnreachable, SpecError, Terminal, one_line, root_cause
-from ...outcome import Kind, Outcome
-from ...participant import Participant, Staging, Swept
-from ...votes import Vote
-from .catalog import (ATTEMPT_PROPERTY, LOAD_PROPERTY, arrow_schema, catalog_of, committed_attempt, committed_by,
-                      delete_dir, delete_files, describe, load_table, partition_columns, staged_files, staging_dir,
-                      staging_dirs, filesystem)
+from ...protocol.outcome import Kind, Outcome
+from ...protocol.votes import Vote
+from ..contract import Participant, Staging, Swept
+from .catalog import (ATTEMPT_PROPERTY, LOAD_PROPERTY, arrow_schema, catalog_of, committed_attempt, committed_by, delete_dir, delete_files, describe, load_table, partition_columns, staged_files, staging_dir, staging_dirs, filesystem)
 from .target import IcebergTarget
 from .writer import IcebergWriter
 
@@ -320,7 +318,7 @@ class IcebergParticipant(Participant):
         given."""
         from pyiceberg.exceptions import NoSuchTableError
 
-        from ...states import State
+        from ...protocol.states import State
 
         swept = []
         cat = catalog_of(catalog)

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ...participant import PartitionWriter
+from ..contract import PartitionWriter
 from .catalog import filesystem
 
 

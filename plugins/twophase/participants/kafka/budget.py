@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 from datetime import datetime, timedelta
 
-from ...outcome import Kind
+from ...protocol.outcome import Kind
 
 MIN_RECORDS = 10_000
 SHARE_OF_TIMEOUT = 0.8  # the copy must fit in this share of transaction.timeout.ms

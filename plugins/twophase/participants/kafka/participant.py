@@ -11,13 +11,12 @@ from confluent_kafka.admin import AdminClient
 
 from ... import failpoints, ids
 from ...errors import ServerUnreachable, SpecError, one_line
+from ...protocol.outcome import Kind, Outcome
+from ...protocol.votes import Vote
 from ...server_errors import kafka_unreachable
-from ...outcome import Kind, Outcome
-from ...participant import Participant, Staging
-from ...votes import Vote
+from ..contract import Participant, Staging
 from .budget import over_budget
-from .client import (_PRODUCER_BASE, _connected, _patiently, _size_settings, ensure_topics, kafka_client,
-                     request_timeout_s, topic_setting)
+from .client import (_PRODUCER_BASE, _connected, _patiently, _size_settings, ensure_topics, kafka_client, request_timeout_s, topic_setting)
 from .copy import _COPY_CONSUMER, _aborted, _copies, _copy, _copy_committed, _CopyTimedOut, _mark_aborted
 from .reader import count_topic_by_load
 from .target import KafkaTarget

@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 from confluent_kafka import Producer
 
 from ...errors import KafkaUnreachable, one_line
-from ...participant import PartitionWriter
+from ..contract import PartitionWriter
 from .client import _PRODUCER_BASE, _answering, _connected, _produce, _size_settings, kafka_config
 
 H_LOAD, H_PART, H_ATTEMPT = "load_id", "twophase.part", "twophase.attempt"

@@ -9,13 +9,11 @@ from psycopg2 import sql
 
 from ... import failpoints, ids, privileges
 from ...errors import MissingPrivilege, ServerUnreachable, SpecError, one_line
+from ...protocol.outcome import Kind, Outcome
+from ...protocol.votes import Vote
 from ...server_errors import postgres_unreachable, servers
-from ...outcome import Kind, Outcome
-from ...participant import Participant, Staging, Swept
-from ...votes import Vote
-from .server import (MARKERS, PART_COLUMN, PostgresConfigError, _autocommit, _connect, _rollback_gid,
-                     drop_staging_table, ensure_schemas, grants_needed, prepared_gids, rollback_gid,
-                     staging_tables)
+from ..contract import Participant, Staging, Swept
+from .server import (MARKERS, PART_COLUMN, PostgresConfigError, _autocommit, _connect, _rollback_gid, drop_staging_table, ensure_schemas, grants_needed, prepared_gids, rollback_gid, staging_tables)
 from .target import PostgresTarget
 from .writer import PostgresWriter
 
@@ -323,7 +321,7 @@ class PostgresParticipant(Participant):
         or COMMITTED are rolled back (a committed load's own was committed: any left is a
         superseded attempt's); staging tables of loads unknown or ended are dropped. Only
         `pipeline`'s loads, when given."""
-        from ...states import TERMINAL, State
+        from ...protocol.states import TERMINAL, State
 
         gids = [g for g in prepared_gids(dsn) if ids.of_pipeline(ids.load_id_of_gid(g), pipeline)]
         tables = {t: lid for t, lid in staging_tables(dsn).items() if ids.of_pipeline(lid, pipeline)}

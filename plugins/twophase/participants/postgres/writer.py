@@ -14,7 +14,7 @@ from psycopg2 import sql
 
 from ...errors import one_line
 from ...server_errors import servers
-from ...participant import PartitionWriter
+from ..contract import PartitionWriter
 from .server import PART_COLUMN, _connect
 
 

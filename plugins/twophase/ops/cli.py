@@ -12,11 +12,13 @@ import json
 import sys
 from datetime import timedelta
 
-from . import approval, coordinator, quarantine, recovery, report
-from .audit.report import audit_summary
-from .log import MIGRATIONS, DriverBusy, PostgresLog, StateConflict, UnknownLoad
-from .connections import Connections
-from .spec import SpecError
+from ..audit.report import audit_summary
+from ..connections import Connections
+from ..gates import approval, quarantine
+from ..log import MIGRATIONS, DriverBusy, PostgresLog, StateConflict, UnknownLoad
+from ..protocol import coordinator
+from ..spec import SpecError
+from . import recovery, report
 from .verify import verify
 
 

@@ -28,8 +28,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Iterator
 
-from .env_seconds import seconds
-from .log import DriverBusy, TransactionLog
+from ..env_seconds import seconds
+from ..log import DriverBusy, TransactionLog
 
 # "<host> pid <pid> step <nonce> [<boot id>:<pid namespace>:<start time>]"
 _PROCESS = re.compile(r" pid (\d+) step \w+ \[(\w+):(\d+):(\d+)\]$")

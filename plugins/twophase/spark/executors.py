@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 
-from .errors import Terminal
+from ..errors import Terminal
 
 log = logging.getLogger("twophase.executors")
 

@@ -2,7 +2,7 @@
 
 A pipeline's Spark job only computes; this frame stages and votes:
 
-    from twophase.spark_job import Output, run
+    from twophase.spark.job import Output, run
 
     def build(spark, spec) -> Output:       # spec: the LoadSpec logged by begin
         df = ...                              # read spec.input, validate, aggregate
@@ -38,13 +38,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import coordinator, executors, quarantine
-from .errors import root_cause
-from .server_errors import servers
-from .log import PostgresLog
-from .connections import Connections
-from .spec import LoadSpec, SpecError
-from .states import State
+from ..connections import Connections
+from ..errors import root_cause
+from ..gates import quarantine
+from ..log import PostgresLog
+from ..protocol import coordinator
+from ..protocol.states import State
+from ..server_errors import servers
+from ..spec import LoadSpec, SpecError
+from . import executors
 
 log = logging.getLogger("twophase.prepare")
 

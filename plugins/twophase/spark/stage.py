@@ -24,8 +24,8 @@ from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 
-from . import failpoints
-from .participant import PartitionWriter, Staging
+from .. import failpoints
+from ..participants.contract import PartitionWriter, Staging
 
 # One small row per partition and target.
 RESULT_SCHEMA = "part int, attempt string, rows long, participant string, target string, report string"

@@ -50,7 +50,7 @@ TRANSITIONS: dict[State, frozenset[State]] = {
 
 TERMINAL = frozenset(s for s, targets in TRANSITIONS.items() if not targets)
 
-# Decided and not finished: phase 2, which one driver at a time drives (twophase/lease.py).
+# Decided and not finished: phase 2, which one driver at a time drives (twophase/protocol/lease.py).
 PHASE_2 = (State.COMMITTING, State.ABORTING)
 
 # Entering these states logs the decision.

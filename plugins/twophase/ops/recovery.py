@@ -3,9 +3,9 @@
 - PREPARING or PREPARED past the decision deadline: presumed abort (roll back, ABORTED).
   Younger ones are left alone: their prepare or vote may still be running. The deadline
   counts from the load's begin, or, for a load that asked a person's approval, from the
-  answer or from the end of the wait for one (twophase.approval).
+  answer or from the end of the wait for one (twophase.gates.approval).
 - COMMITTING: re-drive commit (decided means done). ABORTING: re-drive rollback. Either
-  only when no other step drives the load now (its lease, twophase/lease.py): a load whose
+  only when no other step drives the load now (its lease, twophase/protocol/lease.py): a load whose
   commit or rollback runs elsewhere is "left to its driver". A decided load that still
   cannot finish `stuck_after` its decision (default 1 hour: a server down that long, a bug
   that fails every time) is reported "failed", naming why, so that the recovery task ends
@@ -27,11 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from . import approval, coordinator, quarantine
-from .errors import MissingPrivilege, root_cause
-from .log import DriverBusy, StateConflict, TransactionLog
-from .connections import Connections
-from .states import IllegalTransition, State
+from ..connections import Connections
+from ..errors import MissingPrivilege, root_cause
+from ..gates import approval, quarantine
+from ..log import DriverBusy, StateConflict, TransactionLog
+from ..protocol import coordinator
+from ..protocol.states import IllegalTransition, State
 
 DEFAULT_DEADLINE = timedelta(hours=2)
 DEFAULT_STUCK_AFTER = timedelta(hours=1)

@@ -6,7 +6,7 @@ reading the load's state from the log, so a retry resumes where the last attempt
     begin -> prepare -> audit -> [approval] -> vote (ready, decide) -> commit | rollback
 
 The coordinator names no kind of participant: it drives every participant of the load
-through the contract (twophase.participant) and commits them in commit order (those whose
+through the contract (twophase.participants.contract) and commits them in commit order (those whose
 commit can still fail for good first; docs/adr/0001-commit-order.md).
 
 Errors (errors.Transient or errors.Terminal): RetryLater (transient: a server down, a live
@@ -23,19 +23,21 @@ from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
-from . import approval, failpoints, lease, quarantine
-from .errors import ServerUnreachable, Terminal, Transient, root_cause
-from .log import Load, StateConflict, Superseded, TransactionLog
+from .. import failpoints
+from ..audit import PASS, AuditInput, AuditReport
+from ..audit.report import audit_reasons
+from ..connections import Connections
+from ..errors import ServerUnreachable, Terminal, Transient, root_cause
+from ..gates import approval, quarantine
+from ..log import Load, StateConflict, Superseded, TransactionLog
+from ..participants import commit_order
+from ..participants.contract import Participant, outcome_of, servers_of
+from ..spec import LoadSpec
+from . import lease
 from .outcome import Kind, Outcome
-from .participant import Participant, outcome_of, servers_of
-from .participants import commit_order
-from .connections import Connections
-from .spec import LoadSpec
 from .states import PHASE_2, TERMINAL, State
-from .audit import PASS, AuditInput, AuditReport
-from .audit.report import audit_reasons
-from .voting import claim_problems, commit_problems, owned, reasons_to_abort
 from .votes import Vote
+from .voting import claim_problems, commit_problems, owned, reasons_to_abort
 
 
 class RetryLater(Transient):
@@ -175,7 +177,7 @@ def record_prepare_error(log: TransactionLog, load_id: str, exc: BaseException, 
 def _prepare(log: TransactionLog, load: Load, parts: list[Participant], df, metrics: dict | None,
              stage, attempt: int) -> dict[str, Vote]:
     if stage is None:
-        from .spark_stage import stage
+        from ..spark.stage import stage
 
     load_id = load.load_id
     frames = df if isinstance(df, dict) else {"": df}

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from .errors import root_cause
-from .log import Load, TransactionLog
-from .participant import Participant
-from .participants import commit_order
-from .connections import Connections
-from .states import State
-from .votes import Vote
+from ..connections import Connections
+from ..errors import root_cause
+from ..log import Load, TransactionLog
+from ..participants import commit_order
+from ..participants.contract import Participant
+from ..protocol.states import State
+from ..protocol.votes import Vote
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from .errors import SpecError
+from ..errors import SpecError
 
 SCHEMES = ("file", "hdfs", "s3a")
 KNOWN = "file://, hdfs:// or s3a://, or an absolute local path"

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from .errors import SpecError
+from ..errors import SpecError
 
 DEFAULT_CAP = 10_000
 DEFAULT_RETENTION = timedelta(days=7)

@@ -70,9 +70,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Callable, ClassVar, Mapping
 
-from .errors import MissingPrivilege, ServerUnreachable, root_cause
-from .outcome import Kind, Outcome
-from .votes import Vote
+from ..errors import MissingPrivilege, ServerUnreachable, root_cause
+from ..protocol.outcome import Kind, Outcome
+from ..protocol.votes import Vote
 
 
 class PartitionWriter(ABC):

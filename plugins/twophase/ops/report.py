@@ -18,8 +18,8 @@ from typing import Iterable
 import psycopg2
 import psycopg2.extras
 
-from .server_errors import servers
-from .votes import Vote
+from ..protocol.votes import Vote
+from ..server_errors import servers
 
 DEFAULT_LIMIT = 20
 
