@@ -27,10 +27,10 @@ from pathlib import Path
 import requests
 
 from orders_sample.generate import generate
+from twophase.connections import Connections
 from twophase.gates.approval import to_visible_s
 from twophase.ids import load_id_for
 from twophase.log import PostgresLog, TransactionLog
-from twophase.connections import Connections
 
 ROOT = Path(__file__).resolve().parents[1]
 DAG_ID = "orders_daily_totals"

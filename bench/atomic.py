@@ -22,15 +22,15 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 
-from twophase.protocol import coordinator
-from twophase.spark import stage as spark_stage
+from twophase.connections import Connections
 from twophase.ids import load_id_for
 from twophase.log import TransactionLog
 from twophase.participants.kafka import KafkaParticipant
-from twophase.participants.postgres import PostgresParticipant
-from twophase.connections import Connections
 from twophase.participants.kafka import KafkaTarget
+from twophase.participants.postgres import PostgresParticipant
 from twophase.participants.postgres import PostgresTarget
+from twophase.protocol import coordinator
+from twophase.spark import stage as spark_stage
 from twophase.spec import LoadSpec
 
 from . import scratch

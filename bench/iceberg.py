@@ -32,12 +32,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from twophase.spark import stage as spark_stage
 from twophase.ids import load_id_for
-from twophase.protocol.outcome import Kind
 from twophase.participants.contract import PartitionWriter, Staging
 from twophase.participants.iceberg import IcebergParticipant, IcebergTarget, catalog_of
 from twophase.participants.iceberg.catalog import arrow_schema, filesystem
+from twophase.protocol.outcome import Kind
+from twophase.spark import stage as spark_stage
 
 from . import scratch
 from .data import ROOT, Dataset

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import time
 
-from twophase.spark import stage as spark_stage
 from twophase.participants.contract import PartitionWriter, Staging
 from twophase.participants.kafka import KafkaParticipant
-from twophase.participants.postgres import PostgresParticipant, drop_staging_table
 from twophase.participants.kafka import KafkaTarget
+from twophase.participants.postgres import PostgresParticipant, drop_staging_table
 from twophase.participants.postgres import PostgresTarget
+from twophase.spark import stage as spark_stage
 
 from . import scratch
 from .data import KEY_COLUMN, Dataset

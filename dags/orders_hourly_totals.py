@@ -30,8 +30,8 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import DAG, CronDataIntervalTimetable
 
-from twophase.spec import SpecError
 from twophase.spark.storage import join_uri, storage_uri
+from twophase.spec import SpecError
 from twophase_airflow import LoadConfig, Table, Topic, load_params, two_phase_load
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,8 +11,8 @@ import re
 import sys
 from pathlib import Path
 
-from twophase.log import PostgresLog
 from twophase.connections import Connections
+from twophase.log import PostgresLog
 from twophase.ops.verify import verify
 
 

@@ -13,9 +13,9 @@ import psycopg2
 from twophase.ids import load_id_for
 from twophase.participants.iceberg import IcebergTarget
 from twophase.participants.kafka import KafkaTarget
+from twophase.participants.kafka import iter_topic
 from twophase.participants.postgres import PostgresTarget
 from twophase.spec import LoadSpec
-from twophase.participants.kafka import iter_topic
 
 
 def count_table_rows(dsn: str, table: str, load_id: str) -> int:

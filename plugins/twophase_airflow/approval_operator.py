@@ -24,10 +24,10 @@ from typing import Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator, HITLOperator
 
-from twophase.gates import approval
-from twophase.protocol import coordinator
 from twophase.audit.report import AuditReport
+from twophase.gates import approval
 from twophase.log import Load
+from twophase.protocol import coordinator
 
 from .config import LoadConfig
 from .errors import airflow_outcome
@@ -49,7 +49,7 @@ class LoadApprovalOperator(ApprovalOperator):
             return None
         lid, _, txlog = the_load(self.load, self.pipeline, context)
         with airflow_outcome("approval", lid):
-            load = coordinator.ask_approval(txlog, lid, timedelta(minutes=float(params.get("approval_timeout_minutes",
+            load = approval.ask_approval(txlog, lid, timedelta(minutes=float(params.get("approval_timeout_minutes",
                                                                                             60))))
         if load is None:
             log.info("nothing to approve: load %s is not waiting for a decision; the vote aborts it", lid)
@@ -62,7 +62,7 @@ class LoadApprovalOperator(ApprovalOperator):
         self.response_timeout = datetime.fromisoformat(load.approval["timeout_at"]) - now
         if self.response_timeout <= timedelta(0):
             with airflow_outcome("approval", lid):
-                load = coordinator.answer_approval(txlog, lid, False, now, timed_out=True)
+                load = approval.answer_approval(txlog, lid, False, now, timed_out=True)
             log.info("load %s: %s", lid, approval.describe(load.approval))
             return None
         self.subject = f"Publish load {lid}?"
@@ -90,7 +90,7 @@ class LoadApprovalOperator(ApprovalOperator):
         at = answer["responded_at"]
         at = at if isinstance(at, datetime) else datetime.fromisoformat(str(at))
         with airflow_outcome("approval", lid):
-            load = coordinator.answer_approval(
+            load = approval.answer_approval(
                 txlog, lid, answer["chosen_options"] == [self.APPROVE], at.astimezone(timezone.utc),
                 by=user.get("name"), by_id=user.get("id"), timed_out=bool(event.get("timedout")))
         log.info("load %s: %s", lid, approval.describe(load.approval))

@@ -6,8 +6,8 @@ import logging
 from datetime import timedelta
 
 from twophase.gates import quarantine
-from twophase.ops import recovery
 from twophase.log import PostgresLog
+from twophase.ops import recovery
 
 from .connections import from_airflow
 from .kinds.postgres import DEFAULT_CONN_ID as DEFAULT_POSTGRES

@@ -13,18 +13,21 @@ from datetime import date, datetime, time, timedelta, timezone
 import psycopg2
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from twophase.gates import approval
-from twophase.protocol import coordinator
 from twophase import ids
 from twophase.audit import PASS
 from twophase.audit.report import audit_summary
-from twophase.errors import ServerUnreachable, one_line
-from twophase.log import PostgresLog, TransactionLog, UnknownLoad
-from twophase.protocol.outcome import Outcome
 from twophase.connections import Connections
-from twophase.spec import LoadSpec, SpecError
+from twophase.errors import ServerUnreachable, one_line
+from twophase.gates import approval
+from twophase.gates import audit_step
+from twophase.gates.approval import ApprovalGate
+from twophase.gates.audit_step import AuditGate
+from twophase.log import PostgresLog, TransactionLog, UnknownLoad
+from twophase.protocol import coordinator
+from twophase.protocol.outcome import Outcome
 from twophase.protocol.states import TERMINAL, State
 from twophase.protocol.voting import MaxRejectedShare, MaxSkippedFiles, MinRows
+from twophase.spec import LoadSpec, SpecError
 
 from .config import Interval, LoadConfig
 from .connections import from_airflow, log_database
@@ -152,7 +155,7 @@ def audit(cfg: LoadConfig, pipeline: str, context) -> str:
     is stored with the load for the vote. Returns the verdict ('none': nothing to audit)."""
     lid, conns, txlog = the_load(cfg, pipeline, context)
     with airflow_outcome("audit", lid):
-        report = coordinator.audit(txlog, conns, lid, cfg.rules, cfg.quarantine_cap)
+        report = audit_step.audit(txlog, conns, lid, cfg.rules, cfg.quarantine_cap)
     if report is None:
         log.info("nothing to audit: load %s is %s", lid, txlog.get(lid).state)
         return "none"
@@ -183,7 +186,7 @@ def vote(cfg: LoadConfig, pipeline: str, context, commit_task: str, rollback_tas
     rules = quality_gates(params)
     asked = bool(params.get("approval"))
     with airflow_outcome("vote", lid):
-        load = coordinator.vote(txlog, conns, lid, rules, require_audit=True, require_approval=asked)
+        load = coordinator.vote(txlog, conns, lid, rules, gates=[AuditGate(required=True), ApprovalGate(required=asked)])
     for v in txlog.votes(lid).values():
         log.info("vote of %s: %s, %d staged%s; %s", v.participant, "YES" if v.yes else "NO", v.count,
                  f" ({v.reason})" if v.reason else "", v.summary or v.committable)

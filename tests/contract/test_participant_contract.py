@@ -20,8 +20,8 @@ import uuid
 import pytest
 
 from contract_harness import ROWS
-from twophase.protocol.outcome import Kind
 from twophase.participants.memory import LocalStage
+from twophase.protocol.outcome import Kind
 from twophase.protocol.states import State
 
 def staged_and_prepared(h, rows=ROWS):

@@ -19,9 +19,9 @@ from pyspark.sql import SparkSession
 
 from spark_session import java_options
 from support import REPORTING, many_frames, many_spec
-from twophase.protocol import coordinator
-from twophase.log import PostgresLog
 from twophase.connections import Connections
+from twophase.log import PostgresLog
+from twophase.protocol import coordinator
 from twophase.protocol.states import State
 from twophase.protocol.voting import MinRows
 

@@ -15,10 +15,12 @@ import jsonschema
 import psycopg2
 
 from support import count_table_rows, make_df, make_spec, read_topic, table_of, topic_of
-from twophase.protocol import coordinator
 from twophase.audit import DuplicateKeys, NullShare, RowCount, RowCountChange, SqlRule, ValueRange
 from twophase.audit.report import schema
+from twophase.gates import audit_step
+from twophase.gates.audit_step import AuditGate
 from twophase.participants.postgres import prepared_gids
+from twophase.protocol import coordinator
 from twophase.protocol.states import State
 
 ROWS = 300
@@ -34,8 +36,8 @@ def _prepared(spark, txlog, conns, target, run_id, mode="append"):
 def test_rules_measure_the_staged_data_and_the_report_is_kept(spark, txlog, conns, target, pg_dsn):
     table, topic = target["table"], target["topic"]
     first = _prepared(spark, txlog, conns, target, f"{topic}-1")
-    assert coordinator.audit(txlog, conns, first.load_id, [RowCount(table, error=(1, None))]).verdict == "pass"
-    assert coordinator.vote(txlog, conns, first.load_id, require_audit=True).state == State.COMMITTING
+    assert audit_step.audit(txlog, conns, first.load_id, [RowCount(table, error=(1, None))]).verdict == "pass"
+    assert coordinator.vote(txlog, conns, first.load_id, gates=[AuditGate(required=True)]).state == State.COMMITTING
     coordinator.commit(txlog, conns, first.load_id)
 
     second = _prepared(spark, txlog, conns, target, f"{topic}-2", "replace")  # the pipeline's next load of the day
@@ -46,7 +48,7 @@ def test_rules_measure_the_staged_data_and_the_report_is_kept(spark, txlog, conn
         ValueRange(table, "orders", low=1, high=1000, error=(0, 0)),
         RowCountChange(table, warn=(-0.1, 0.1)),
     ]
-    report = coordinator.audit(txlog, conns, second.load_id, rules)
+    report = audit_step.audit(txlog, conns, second.load_id, rules)
     assert [(r.rule, r.verdict) for r in report.results] == [
         ("big customers", "warn"), (f"null_share({topic}.customer_id)", "pass"),
         (f"duplicate_keys({table}: customer_id, day)", "pass"), (f"value_range({table}.orders in 1..1000)", "pass"),
@@ -64,7 +66,7 @@ def test_rules_measure_the_staged_data_and_the_report_is_kept(spark, txlog, conn
     stored = json.loads(shown.stdout)
     jsonschema.validate(stored, schema())
     assert stored == report.to_json() and stored["verdict"] == "warn"
-    decided = coordinator.vote(txlog, conns, second.load_id, require_audit=True)
+    decided = coordinator.vote(txlog, conns, second.load_id, gates=[AuditGate(required=True)])
     assert decided.state == State.COMMITTING, f"a warning does not stop the load: {decided.reason}"
     coordinator.commit(txlog, conns, second.load_id)
 
@@ -75,11 +77,11 @@ def test_an_error_aborts_the_load_naming_the_rule(spark, txlog, conns, target, p
              SqlRule("no such column", target["table"], "select max(nope) from {staged}"),
              NullShare(target["table"], "note", warn=(0, 0)), DuplicateKeys(target["table"], ("day",), warn=(0, 0)),
              NullShare(target["topic"], "note", warn=(0, 0))]
-    report = coordinator.audit(txlog, conns, spec.load_id, rules)
+    report = audit_step.audit(txlog, conns, spec.load_id, rules)
     assert [r.verdict for r in report.results] == ["error", "error", "warn", "warn", "warn"]
     assert "UndefinedColumn" in report.results[1].detail or "nope" in report.results[1].detail
 
-    decided = coordinator.vote(txlog, conns, spec.load_id, require_audit=True)
+    decided = coordinator.vote(txlog, conns, spec.load_id, gates=[AuditGate(required=True)])
     assert decided.state == State.ABORTING and decided.exposed_at is None
     assert f"audit: value_range({target['table']}.orders in <= 3) is" in decided.reason
     assert "audit: no such column is not measured" in decided.reason
@@ -121,7 +123,7 @@ def test_a_sql_rule_can_neither_write_nor_outlive_its_time_limit(spark, txlog, c
                                                 "select count(*) from {staged}, gone"),
              SqlRule("sleeps", table, "select count(*) from {staged}, pg_sleep(30)", time_limit=1)]
     started = time.monotonic()
-    report = coordinator.audit(txlog, conns, spec.load_id, rules)
+    report = audit_step.audit(txlog, conns, spec.load_id, rules)
     assert time.monotonic() - started < 20, "the audit waited for the sleeping rule"
     assert [r.verdict for r in report.results] == ["error"] * 3, [r.describe() for r in report.results]
     assert "SyntaxError" in report.results[0].detail, report.results[0].detail

@@ -31,9 +31,9 @@ from confluent_kafka import Consumer, TopicPartition
 
 from polling import Poller, wait_for
 from support import header, make_df, make_spec, topic_of, with_target
+from twophase.ops.verify import verify
 from twophase.protocol import coordinator
 from twophase.protocol.states import State
-from twophase.ops.verify import verify
 
 ROWS = 20_000  # enough for the copy to stream for a noticeable time
 

@@ -21,9 +21,9 @@ import pytest
 
 from support import iceberg_leftovers, many_seen, many_spec
 from twophase.ops import recovery
+from twophase.ops.verify import verify
 from twophase.participants.postgres import prepared_gids, staging_tables
 from twophase.protocol.states import TERMINAL, State
-from twophase.ops.verify import verify
 
 ROWS = 2000
 DRIVER = Path(__file__).with_name("crash_driver.py")

@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 
 from support import make_spec
-from twophase.protocol import coordinator
-from twophase.spark.executors import FIX
 from twophase.connections import CONNECTIONS_FILE
+from twophase.protocol import coordinator
 from twophase.protocol.states import State
+from twophase.spark.executors import FIX
 
 JOB = Path(__file__).parent / "tiny_prepare.py"
 

@@ -15,17 +15,17 @@ import time
 import pytest
 
 from support import ICEBERG_COLUMNS, drop_iceberg_table, iceberg_leftovers, iceberg_table, make_df
-from twophase.protocol import coordinator
-from twophase.ops import recovery
+from twophase.connections import Connections
 from twophase.errors import ServerUnreachable
 from twophase.ids import load_id_for
+from twophase.ops import recovery
 from twophase.participants.iceberg import LOAD_PROPERTY
-from twophase.participants.iceberg.catalog import staged_files
-from twophase.connections import Connections
 from twophase.participants.iceberg import IcebergTarget
+from twophase.participants.iceberg.catalog import staged_files
 from twophase.participants.postgres import PostgresTarget
-from twophase.spec import LoadSpec
+from twophase.protocol import coordinator
 from twophase.protocol.states import State
+from twophase.spec import LoadSpec
 
 DAY = "2026-11-20"
 

@@ -21,13 +21,13 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from support import ROOT, count_table_rows, header, localstack, make_df, read_topic
-from twophase.protocol import coordinator
-from twophase.ids import load_id_for
 from twophase.connections import Connections
+from twophase.ids import load_id_for
 from twophase.participants.kafka import KafkaTarget
 from twophase.participants.postgres import PostgresTarget
-from twophase.spec import LoadSpec
+from twophase.protocol import coordinator
 from twophase.protocol.states import State
+from twophase.spec import LoadSpec
 
 ROWS = 30_000
 CLUSTER = "kafka_cluster"  # the named connection of the cluster in this load

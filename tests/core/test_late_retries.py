@@ -15,8 +15,8 @@ from __future__ import annotations
 import pytest
 
 from support import header, make_df, make_spec, participants, read_topic, topic_of
-from twophase.protocol import coordinator
 from twophase.log import StateConflict
+from twophase.protocol import coordinator
 from twophase.protocol.outcome import Kind
 from twophase.protocol.states import State
 from support import count_table_rows

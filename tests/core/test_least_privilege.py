@@ -20,17 +20,17 @@ import psycopg2
 import pytest
 from psycopg2.extensions import make_dsn
 
-from twophase.protocol import coordinator
-from twophase.ops import recovery
+from twophase.connections import Connections
 from twophase.errors import MissingPrivilege
 from twophase.ids import load_id_for
 from twophase.log import WRITER_GRANTS, PostgresLog
+from twophase.ops import recovery
 from twophase.participants.memory import LocalFrame, LocalStage
-from twophase.participants.postgres.server import grants_needed
-from twophase.connections import Connections
 from twophase.participants.postgres import PostgresTarget
-from twophase.spec import LoadSpec
+from twophase.participants.postgres.server import grants_needed
+from twophase.protocol import coordinator
 from twophase.protocol.states import State
+from twophase.spec import LoadSpec
 
 SCRIPT = Path(__file__).resolve().parents[2] / "docs" / "sql" / "least-privilege.sql"
 DAY = "2026-11-20"

@@ -8,9 +8,9 @@ import psycopg2
 import pytest
 
 from support import header, make_df, make_spec, participants, read_topic
+from twophase.participants.postgres import is_prepared
 from twophase.protocol import coordinator
 from twophase.protocol.outcome import Kind
-from twophase.participants.postgres import is_prepared
 from twophase.protocol.states import State
 from twophase.protocol.voting import MinRows
 

@@ -25,14 +25,14 @@ from datetime import datetime, timedelta, timezone
 import psycopg2
 import pytest
 
-from twophase.protocol import coordinator
-from twophase.ops import recovery
 from twophase.ids import load_id_for
+from twophase.ops import recovery
 from twophase.ops.report import summaries
+from twophase.ops.verify import verify
 from twophase.participants.kafka import KafkaTarget
 from twophase.participants.postgres import PostgresTarget
+from twophase.protocol import coordinator
 from twophase.spec import LoadSpec
-from twophase.ops.verify import verify
 
 LOADS = 50_000
 PAGE = 2_000

@@ -13,12 +13,12 @@ import json
 import pytest
 
 from support import REPORTING, iceberg_leftovers, iceberg_table, make_df, many_frames, many_seen, many_spec, read_topic
-from twophase.protocol import coordinator
+from twophase.ops.verify import verify
 from twophase.participants import participant_name
 from twophase.participants.iceberg import LOAD_PROPERTY
 from twophase.participants.postgres import prepared_gids, staging_tables
+from twophase.protocol import coordinator
 from twophase.protocol.states import State
-from twophase.ops.verify import verify
 from twophase.protocol.voting import MinRows
 
 ROWS = 400

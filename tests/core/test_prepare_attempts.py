@@ -26,12 +26,12 @@ from pathlib import Path
 import pytest
 
 from support import REPORTING, iceberg_leftovers, many_seen, many_spec
-from twophase.protocol import coordinator
-from twophase.ops import recovery
-from twophase.participants.postgres import prepared_gids, staging_tables
 from twophase.connections import Connections
-from twophase.protocol.states import State
+from twophase.ops import recovery
 from twophase.ops.verify import verify
+from twophase.participants.postgres import prepared_gids, staging_tables
+from twophase.protocol import coordinator
+from twophase.protocol.states import State
 
 ZOMBIE_ROWS, RETRY_ROWS = 1500, 1100
 DRIVER = Path(__file__).with_name("crash_driver.py")

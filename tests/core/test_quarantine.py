@@ -13,9 +13,9 @@ import psycopg2
 import pytest
 
 from support import make_spec
-from twophase.protocol import coordinator
 from twophase.gates import quarantine
 from twophase.ops import recovery
+from twophase.protocol import coordinator
 
 
 def _rejects(spark, per_reason: dict[str, int]):

@@ -26,9 +26,9 @@ from confluent_kafka.admin import AdminClient
 
 from support import header, make_df, make_spec, read_topic, table_of, topic_of, with_target
 from throwaway_postgres import throwaway_postgres
-from twophase.protocol import coordinator
-from twophase.participants.postgres import PostgresConfigError, is_prepared
 from twophase.connections import Connections
+from twophase.participants.postgres import PostgresConfigError, is_prepared
+from twophase.protocol import coordinator
 from twophase.protocol.states import State
 from support import count_table_rows
 from twophase.ops.verify import verify

@@ -18,11 +18,11 @@ import psycopg2
 
 from polling import Poller, wait_for
 from support import make_df, make_spec
+from twophase.ops.verify import verify
+from twophase.participants.postgres import is_prepared
 from twophase.protocol import coordinator
 from twophase.protocol.outcome import Kind
-from twophase.participants.postgres import is_prepared
 from twophase.protocol.states import State
-from twophase.ops.verify import verify
 from twophase.protocol.voting import MinRows
 
 DAY, OTHER_DAY = "2026-11-20", "2026-11-19"

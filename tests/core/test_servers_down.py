@@ -15,9 +15,9 @@ from datetime import timedelta
 import pytest
 
 from support import make_df, make_spec, read_topic, table_of, topic_of
-from twophase.protocol import coordinator
-from twophase.ops import recovery
 from twophase.connections import Connections
+from twophase.ops import recovery
+from twophase.protocol import coordinator
 from twophase.protocol.states import State
 from support import count_table_rows
 

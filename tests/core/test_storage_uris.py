@@ -24,11 +24,11 @@ from orders_sample.generate import generate
 from own_disk_executors import submit_prepare
 from pipeline.expected import _valid, expected_totals
 from support import ROOT, count_table_rows
-from twophase.protocol import coordinator
 from twophase.ids import load_id_for
 from twophase.participants.postgres import PostgresTarget
-from twophase.spec import LoadSpec
+from twophase.protocol import coordinator
 from twophase.protocol.states import State
+from twophase.spec import LoadSpec
 
 DAY = date(2026, 11, 20)
 

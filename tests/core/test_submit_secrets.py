@@ -21,10 +21,10 @@ import pytest
 from psycopg2.extensions import parse_dsn
 
 from support import count_table_rows, make_spec
-from twophase.protocol import coordinator
 from twophase.connections import CONNECTIONS_FILE
-from twophase.spec import SpecError
+from twophase.protocol import coordinator
 from twophase.protocol.states import State
+from twophase.spec import SpecError
 from twophase_airflow import LoadConfig, Table, Topic
 from twophase_airflow.connections import SparkSubmit
 from twophase_airflow.prepare_operator import TwoPhasePrepareOperator, spark_conf, submit_environment

@@ -21,11 +21,11 @@ from collections import Counter
 import psycopg2
 
 from support import header, make_df, make_spec, read_topic, topic_of
+from twophase.ops.verify import verify
+from twophase.participants.postgres import is_prepared, staging_tables
 from twophase.protocol import coordinator
 from twophase.protocol.outcome import Kind
-from twophase.participants.postgres import is_prepared, staging_tables
 from twophase.protocol.states import State
-from twophase.ops.verify import verify
 from twophase.protocol.voting import MinRows
 
 ROWS = {"A": 3000, "B": 2000}

@@ -17,10 +17,10 @@ import psycopg2
 import pytest
 
 from support import count_table_rows, make_df, make_spec, read_topic, table_of, topic_of
-from twophase.protocol import coordinator
 from twophase.ops import recovery
-from twophase.protocol.states import State
 from twophase.ops.verify import verify
+from twophase.protocol import coordinator
+from twophase.protocol.states import State
 
 ROWS = 300
 OLD_TABLE_KEYS = ("table", "mode", "replace_where")

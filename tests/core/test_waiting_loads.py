@@ -19,13 +19,14 @@ import pytest
 
 from support import count_table_rows, make_df, make_spec, table_of, topic_ends, topic_of
 from throwaway_postgres import throwaway_postgres
-from twophase.protocol import coordinator
-from twophase.ops import recovery
-from twophase.ids import load_id_for
-from twophase.participants.postgres import PostgresTarget, prepared_gids, staging_tables
 from twophase.connections import Connections
-from twophase.spec import LoadSpec
+from twophase.gates import approval
+from twophase.ids import load_id_for
+from twophase.ops import recovery
+from twophase.participants.postgres import PostgresTarget, prepared_gids, staging_tables
+from twophase.protocol import coordinator
 from twophase.protocol.states import State
+from twophase.spec import LoadSpec
 
 ROWS = 400
 
@@ -117,7 +118,7 @@ def test_recovery_leaves_a_load_waiting_for_approval_and_counts_its_deadline_fro
     spec = make_spec(target, pipeline=f"approval_{unique_name}"[:60])
     coordinator.begin(txlog, spec)
     coordinator.prepare(txlog, conns, spec.load_id, make_df(spark, 50))
-    coordinator.ask_approval(txlog, spec.load_id, timedelta(hours=2))  # a person may answer for two hours
+    approval.ask_approval(txlog, spec.load_id, timedelta(hours=2))  # a person may answer for two hours
     later = datetime.now(timezone.utc) + timedelta(hours=3)  # past the deadline counted from its begin
 
     [waiting] = recovery.recover(txlog, conns, now=later - timedelta(minutes=5), pipeline=spec.pipeline,
@@ -125,7 +126,7 @@ def test_recovery_leaves_a_load_waiting_for_approval_and_counts_its_deadline_fro
     assert (waiting.load_id, waiting.action) == (spec.load_id, "waiting"), waiting
     assert "waiting for approval since" in waiting.detail and "after its approval's answer or timeout" in waiting.detail
 
-    coordinator.answer_approval(txlog, spec.load_id, False, later - timedelta(hours=2, minutes=1), by="bob")
+    approval.answer_approval(txlog, spec.load_id, False, later - timedelta(hours=2, minutes=1), by="bob")
     [aborted] = recovery.recover(txlog, conns, now=later, pipeline=spec.pipeline, deadline=timedelta(hours=2))[:1]
     assert (aborted.load_id, aborted.action) == (spec.load_id, "presumed abort"), aborted
     load = txlog.get(spec.load_id)

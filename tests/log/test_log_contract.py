@@ -12,14 +12,14 @@ from datetime import timedelta
 
 import pytest
 
+from twophase.gates.quarantine import Kept
 from twophase.ids import load_id_for
 from twophase.log import DriverBusy, LeaseLost, StateConflict, Superseded, UnknownLoad
-from twophase.gates.quarantine import Kept
 from twophase.participants.kafka import KafkaTarget
 from twophase.participants.postgres import PostgresTarget
-from twophase.spec import LoadSpec
 from twophase.protocol.states import IllegalTransition, State
 from twophase.protocol.votes import Vote
+from twophase.spec import LoadSpec
 
 TABLE, TOPIC = "shop.orders", "orders"
 

@@ -14,11 +14,11 @@ import pytest
 from hourly_data import DAG_ID, ROOT, TOPIC, expected_hour, fresh_day, hour_rows, loads_of_hour, run_hour
 from orders_sample.generate import generate
 from support import header, read_topic
-from twophase.log import PostgresLog
 from twophase.connections import Connections
+from twophase.log import PostgresLog
+from twophase.ops.verify import verify
 from twophase.spec import SpecError
 from twophase_airflow.config import Interval
-from twophase.ops.verify import verify
 
 pytestmark = pytest.mark.slow
 

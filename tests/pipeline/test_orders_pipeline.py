@@ -19,8 +19,8 @@ from airflow_db import asset_events, clear_queue, queued_assets
 from expected import expected_totals
 from orders_sample.generate import generate
 from support import header, iceberg_table, read_topic
-from twophase.log import PostgresLog
 from twophase.connections import Connections
+from twophase.log import PostgresLog
 from twophase.ops.verify import verify
 
 TABLE, TOPIC = "analytics.customer_daily_totals", "customer-daily-totals"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import psycopg2
 
 from support import make_spec
-from twophase.protocol import coordinator
 from twophase.log import PostgresLog
+from twophase.protocol import coordinator
 from twophase.protocol.states import State
 
 

@@ -15,12 +15,12 @@ from psycopg2.extensions import parse_dsn
 
 from orders_sample.generate import generate
 from support import ORDERS_PIPELINE
-from twophase.protocol import coordinator
+from twophase.connections import Connections
 from twophase.ids import load_id_for
 from twophase.log import PostgresLog
-from twophase.connections import Connections
 from twophase.participants.kafka import KafkaTarget
 from twophase.participants.postgres import PostgresTarget
+from twophase.protocol import coordinator
 from twophase.spec import LoadSpec
 
 pytestmark = pytest.mark.slow

@@ -15,10 +15,10 @@ from __future__ import annotations
 import os
 
 from airflow_api import AirflowApi
-from twophase.protocol import coordinator
+from twophase.connections import Connections
 from twophase.ids import load_id_for
 from twophase.log import PostgresLog, UnknownLoad
-from twophase.connections import Connections
+from twophase.protocol import coordinator
 from twophase.protocol.states import State
 
 TEST_DB = "airflow_ui_tests"

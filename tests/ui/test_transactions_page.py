@@ -14,9 +14,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from support import make_spec
-from twophase.protocol import coordinator
-from twophase.log import PostgresLog
 from twophase.connections import Connections
+from twophase.log import PostgresLog
+from twophase.protocol import coordinator
 from twophase.protocol.states import State
 from twophase.protocol.votes import Vote
 

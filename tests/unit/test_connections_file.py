@@ -9,11 +9,11 @@ import stat
 
 import pytest
 
-from twophase.spark.executors import FIX, problem, required
+from twophase.connections import Connections
 from twophase.participants.iceberg import IcebergParticipant
 from twophase.participants.kafka import KafkaParticipant
 from twophase.participants.postgres import PostgresParticipant
-from twophase.connections import Connections
+from twophase.spark.executors import FIX, problem, required
 from twophase.spec import SpecError
 
 

@@ -14,19 +14,22 @@ from datetime import timedelta
 
 import pytest
 
-from twophase.protocol import coordinator
 from twophase import failpoints
-from twophase.ops import recovery
-from twophase.protocol.coordinator import AlreadyCommitted, IntervalBusy, LoadAborted, ProtocolViolation, RetryLater
+from twophase.gates import approval, audit_step
+from twophase.gates.approval import ApprovalGate
+from twophase.gates.audit_step import AuditGate
 from twophase.ids import load_id_for
 from twophase.log import MemoryLog, StateConflict, Superseded
-from twophase.protocol.outcome import Kind
-from twophase.participants.memory import (Crashed, Faults, LocalFrame, LocalStage, MemoryParticipant, MemoryStore, MemoryUnreachable)
+from twophase.ops import recovery
 from twophase.participants.kafka import KafkaTarget
+from twophase.participants.memory import (Crashed, Faults, LocalFrame, LocalStage, MemoryParticipant, MemoryStore, MemoryUnreachable)
 from twophase.participants.postgres import PostgresTarget
-from twophase.spec import LoadSpec
+from twophase.protocol import coordinator
+from twophase.protocol.coordinator import AlreadyCommitted, IntervalBusy, LoadAborted, ProtocolViolation, RetryLater
+from twophase.protocol.outcome import Kind
 from twophase.protocol.states import TERMINAL, State
 from twophase.protocol.voting import MinRows
+from twophase.spec import LoadSpec
 
 ORDERS, DAILY, TOPIC = "shop.orders", "shop.daily", "orders"
 ROWS = [{"customer_id": f"c{i % 7}", "amount": i} for i in range(20)]
@@ -731,17 +734,17 @@ def test_the_audit_measures_staged_rows_and_its_error_aborts_the_load(log, store
 
     conns, spec = Conns(store), make_spec()
     _prepared(log, conns, spec)
-    report = coordinator.audit(log, conns, spec.load_id, [RowCount(ORDERS, warn=(N + 1, None)),
+    report = audit_step.audit(log, conns, spec.load_id, [RowCount(ORDERS, warn=(N + 1, None)),
                                                           DuplicateKeys(ORDERS, ("customer_id",), error=(0, 0))])
     assert [(r.rule, r.value, r.verdict) for r in report.results] == [
         (f"row_count({ORDERS})", N, "warn"), (f"duplicate_keys({ORDERS}: customer_id)", N - 7, "error")]
     assert log.get(spec.load_id).audit == report.to_json()
     assert visible(conns, spec.load_id) == NOTHING and store.is_prepared("tables", spec.load_id)
 
-    decided = coordinator.vote(log, conns, spec.load_id, require_audit=True)
+    decided = coordinator.vote(log, conns, spec.load_id, gates=[AuditGate(required=True)])
     assert decided.state == State.ABORTING and "audit: duplicate_keys(shop.orders: customer_id) is 13" in decided.reason
     assert decided.exposed_at is None, "an audit error aborts before anything is made ready"
-    assert coordinator.audit(log, conns, spec.load_id, []) is None, "a decided load is not audited again"
+    assert audit_step.audit(log, conns, spec.load_id, []) is None, "a decided load is not audited again"
 
 
 def test_rows_failing_a_rule_are_kept_in_the_quarantine_capped_and_replaced_by_a_retried_audit(log, store):
@@ -754,14 +757,14 @@ def test_rows_failing_a_rule_are_kept_in_the_quarantine_capped_and_replaced_by_a
     duplicates = DuplicateKeys(ORDERS, ("customer_id",), error=(0, 0))
     passing = NullShare(ORDERS, "customer_id", error=(0, 0))
     warned = ValueRange(ORDERS, "amount", low=0, high=15, warn=(0, 0))
-    coordinator.audit(log, conns, spec.load_id, [duplicates, passing, warned], quarantine_cap=5)
+    audit_step.audit(log, conns, spec.load_id, [duplicates, passing, warned], quarantine_cap=5)
     kept = log.quarantined(spec.load_id)
     assert [(k.reason, k.source) for k in kept] == [(duplicates.name, ORDERS)] * 5 + [(warned.name, ORDERS)] * 4
     assert sorted(json.loads(k.content)["amount"] for k in kept if k.reason == warned.name) == [16, 17, 18, 19]
     assert all(json.loads(k.content)["customer_id"] in {f"c{i}" for i in range(7)} for k in kept)
     assert kept[0].detail == f"error of audit rule {duplicates.name}"
 
-    coordinator.audit(log, conns, spec.load_id, [duplicates, passing, warned], quarantine_cap=100)  # retried
+    audit_step.audit(log, conns, spec.load_id, [duplicates, passing, warned], quarantine_cap=100)  # retried
     assert sorted(k.reason for k in log.quarantined(spec.load_id)) == [duplicates.name] * (N - 7) + [warned.name] * 4
 
 
@@ -769,12 +772,12 @@ def test_a_load_without_its_required_audit_aborts_and_a_passing_one_commits(log,
     conns = Conns(store)
     missing, passing = make_spec("no-audit"), make_spec("audited")
     _prepared(log, conns, missing)
-    decided = coordinator.vote(log, conns, missing.load_id, require_audit=True)
+    decided = coordinator.vote(log, conns, missing.load_id, gates=[AuditGate(required=True)])
     assert decided.state == State.ABORTING and "the audit did not run" in decided.reason
 
     _prepared(log, conns, passing)
-    assert coordinator.audit(log, conns, passing.load_id, []).verdict == "pass"
-    assert coordinator.vote(log, conns, passing.load_id, require_audit=True).state == State.COMMITTING
+    assert audit_step.audit(log, conns, passing.load_id, []).verdict == "pass"
+    assert coordinator.vote(log, conns, passing.load_id, gates=[AuditGate(required=True)]).state == State.COMMITTING
 
 
 # -- a person's approval ----------------------------------------------------------------------
@@ -791,19 +794,19 @@ def test_a_load_that_asked_for_approval_commits_only_when_a_person_approved_it(l
 
     conns, spec = Conns(store), make_spec()
     _prepared(log, conns, spec)
-    coordinator.audit(log, conns, spec.load_id, [])
-    asked = coordinator.ask_approval(log, spec.load_id, timedelta(minutes=30))
+    audit_step.audit(log, conns, spec.load_id, [])
+    asked = approval.ask_approval(log, spec.load_id, timedelta(minutes=30))
     assert set(asked.approval) == {"asked_at", "timeout_at"}
-    assert coordinator.ask_approval(log, spec.load_id, timedelta(minutes=5)).approval == asked.approval, \
+    assert approval.ask_approval(log, spec.load_id, timedelta(minutes=5)).approval == asked.approval, \
         "a retried ask keeps the first one's wait"
     assert asked.exposed_at is None and visible(conns, spec.load_id) == NOTHING
     if answer is not None:
-        answered = coordinator.answer_approval(log, spec.load_id, at=datetime.now(timezone.utc), **answer)
+        answered = approval.answer_approval(log, spec.load_id, at=datetime.now(timezone.utc), **answer)
         assert answered.approval["by"] == answer.get("by") and answered.approval["asked_at"] == asked.approval["asked_at"]
-        assert coordinator.ask_approval(log, spec.load_id, timedelta(minutes=5)).approval == answered.approval, \
+        assert approval.ask_approval(log, spec.load_id, timedelta(minutes=5)).approval == answered.approval, \
             "a retried ask keeps the answer"
 
-    decided = coordinator.vote(log, conns, spec.load_id, require_audit=True, require_approval=True)
+    decided = coordinator.vote(log, conns, spec.load_id, gates=[AuditGate(required=True), ApprovalGate(required=True)])
     if committed:
         assert decided.state == State.COMMITTING
         coordinator.commit(log, conns, spec.load_id)
@@ -816,8 +819,8 @@ def test_a_load_that_asked_for_approval_commits_only_when_a_person_approved_it(l
 def test_a_vote_that_requires_approval_aborts_a_load_never_asked(log, store):
     conns, spec = Conns(store), make_spec()
     _prepared(log, conns, spec)
-    coordinator.audit(log, conns, spec.load_id, [])
-    decided = coordinator.vote(log, conns, spec.load_id, require_audit=True, require_approval=True)
+    audit_step.audit(log, conns, spec.load_id, [])
+    decided = coordinator.vote(log, conns, spec.load_id, gates=[AuditGate(required=True), ApprovalGate(required=True)])
     assert decided.state == State.ABORTING and "no approval was asked" in decided.reason
 
 
@@ -826,11 +829,11 @@ def test_an_approval_answered_after_the_load_was_decided_changes_nothing(log, st
 
     conns, spec = Conns(store), make_spec()
     _prepared(log, conns, spec)
-    coordinator.ask_approval(log, spec.load_id, timedelta(minutes=30))
+    approval.ask_approval(log, spec.load_id, timedelta(minutes=30))
     coordinator.rollback(log, conns, spec.load_id, reason="presumed abort (recovery)")
-    after = coordinator.answer_approval(log, spec.load_id, True, datetime.now(timezone.utc), by="alice")
+    after = approval.answer_approval(log, spec.load_id, True, datetime.now(timezone.utc), by="alice")
     assert after.state == State.ABORTED and "decision" not in after.approval
-    assert coordinator.ask_approval(log, spec.load_id, timedelta(minutes=30)) is None, "nothing left to approve"
+    assert approval.ask_approval(log, spec.load_id, timedelta(minutes=30)) is None, "nothing left to approve"
 
 
 # -- budgets ------------------------------------------------------------------------------------

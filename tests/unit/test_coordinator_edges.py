@@ -11,12 +11,13 @@ import pytest
 
 from test_coordinator import (ALL, N, NOTHING, ORDERS, Conns, frame, log, make_spec, prepare_and_vote,  # noqa: F401
                               store, visible)
-from twophase.protocol import coordinator
 from twophase.audit import RowCount
 from twophase.errors import PostgresUnreachable
+from twophase.gates import audit_step
 from twophase.log import MemoryLog, StateConflict, Superseded
-from twophase.protocol.outcome import Kind
 from twophase.participants.memory import Faults, LocalStage
+from twophase.protocol import coordinator
+from twophase.protocol.outcome import Kind
 from twophase.protocol.states import State
 
 
@@ -85,7 +86,7 @@ def test_an_audit_rule_whose_rows_cannot_be_read_says_so_in_the_quarantine(log, 
     conns, spec = Conns(store), make_spec()
     coordinator.begin(log, spec)
     coordinator.prepare(log, conns, spec.load_id, frame(), stage=LocalStage())
-    report = coordinator.audit(log, conns, spec.load_id, [RowsUnreadable(ORDERS, error=(N + 1, None))])
+    report = audit_step.audit(log, conns, spec.load_id, [RowsUnreadable(ORDERS, error=(N + 1, None))])
     assert report.results[0].verdict == "error"
     [kept] = log.quarantined(spec.load_id)
     assert (kept.reason, kept.detail) == ("row_count(shop.orders)", "its rows could not be read: ValueError: the rows are gone")

@@ -16,9 +16,9 @@ import pytest
 from twophase.protocol.outcome import Kind, Outcome
 
 from test_coordinator import DAILY, N, NOTHING, ORDERS, TOPIC, Conns, make_spec, prepare_and_vote, visible
-from twophase.protocol import coordinator
 from twophase.log import MemoryLog
 from twophase.participants.memory import MemoryParticipant, MemoryStore
+from twophase.protocol import coordinator
 from twophase.protocol.states import State
 
 

@@ -17,12 +17,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from test_coordinator import ALL, NOTHING, Conns, make_spec, prepare_and_vote, visible
-from twophase.protocol import coordinator, lease
-from twophase.ops import recovery
 from twophase.errors import SpecError
 from twophase.log import DriverBusy, LeaseLost, MemoryLog
-from twophase.protocol.outcome import Kind, Outcome
+from twophase.ops import recovery
 from twophase.participants.memory import MemoryParticipant, MemoryStore
+from twophase.protocol import coordinator, lease
+from twophase.protocol.outcome import Kind, Outcome
 from twophase.protocol.states import State
 
 LEASE = timedelta(minutes=5)

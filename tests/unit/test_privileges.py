@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from twophase.log import WRITER_GRANTS
+from twophase.participants.postgres import PostgresTarget
 from twophase.participants.postgres.server import grants_needed
 from twophase.privileges import Grant, _privileges_of, message
-from twophase.participants.postgres import PostgresTarget
 
 SCRIPT = Path(__file__).resolve().parents[2] / "docs" / "sql" / "least-privilege.sql"
 

@@ -11,11 +11,12 @@ from datetime import datetime, timedelta
 import pytest
 
 from test_coordinator import ALL, Conns, make_spec, prepare_and_vote, visible
-from twophase.protocol import coordinator
-from twophase.ops import recovery
+from twophase.gates import approval
 from twophase.log import MemoryLog, StateConflict
-from twophase.protocol.outcome import Kind, Outcome
+from twophase.ops import recovery
 from twophase.participants.memory import Faults, MemoryParticipant, MemoryStore
+from twophase.protocol import coordinator
+from twophase.protocol.outcome import Kind, Outcome
 from twophase.protocol.states import State
 
 
@@ -110,7 +111,7 @@ def test_a_load_waiting_for_approval_counts_its_deadline_from_the_end_of_the_wai
     waiting = make_spec("run-approval")
     coordinator.begin(log, waiting)
     log.transition(waiting.load_id, State.PREPARED)
-    load = coordinator.ask_approval(log, waiting.load_id, timedelta(hours=3))
+    load = approval.ask_approval(log, waiting.load_id, timedelta(hours=3))
     ends = datetime.fromisoformat(load.approval["timeout_at"])
     action = _resolved(log, conns, waiting.load_id, now=ends + timedelta(minutes=119))
     assert action.action == "waiting" and "waiting for approval since" in action.detail

@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 
 from test_coordinator import ALL, DAILY, N, ORDERS, TOPIC, Conns, log, make_spec, prepare_and_vote, store  # noqa: F401
-from twophase.protocol import coordinator
-from twophase.participants.memory import Faults, MemoryParticipant
-from twophase.protocol.states import State
 from twophase.ops.verify import _replaced_later, verify
+from twophase.participants.memory import Faults, MemoryParticipant
+from twophase.protocol import coordinator
+from twophase.protocol.states import State
 
 
 def committed(log, store, run: str) -> str:

@@ -5,8 +5,8 @@ from dataclasses import replace
 import pytest
 
 from twophase.protocol.outcome import Kind, Outcome
-from twophase.protocol.voting import (MaxRejectedShare, MaxSkippedFiles, MinRows, commit_problems, owned, reasons_to_abort)
 from twophase.protocol.votes import Vote
+from twophase.protocol.voting import (MaxRejectedShare, MaxSkippedFiles, MinRows, commit_problems, owned, reasons_to_abort)
 
 PLANNED = {"postgres": ("shop.orders", "shop.daily"), "kafka": ("orders",)}
 EXPECTED = {"postgres": 10, "kafka": 10}  # votes logged without per-target counts: one per participant

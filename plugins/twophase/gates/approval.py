@@ -17,7 +17,11 @@ that waits for a person is not presumed abandoned while the person may still ans
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from ..log import Load, TransactionLog
+from ..protocol.states import State
 
 APPROVED, REJECTED = "approved", "rejected"
 
@@ -73,3 +77,37 @@ def deadline_counts_from(began_at: datetime, approval: dict | None) -> datetime:
     if not approval:
         return began_at
     return datetime.fromisoformat(approval.get("answered_at") or approval["timeout_at"])
+
+
+@dataclass(frozen=True)
+class ApprovalGate:
+    """The vote's reasons from the load's approval: rejected, timed out or never answered,
+    when the run asked for one (`required`)."""
+
+    required: bool = False
+
+    def reasons(self, load: Load) -> list[str]:
+        return reasons_to_abort(load.approval, self.required)
+
+
+def ask_approval(log: TransactionLog, load_id: str, timeout: timedelta) -> Load | None:
+    """Log that the load waits for a person's approval, at most `timeout`; the load as it
+    is then. None when there is nothing to approve (the load is not PREPARED: prepare
+    failed, or it was decided). Nothing is held on any target while it waits."""
+    load = log.get(load_id)
+    if load.state != State.PREPARED:
+        return None
+    if load.approval:
+        return load  # a retried ask: the first one's wait, or its answer, stands
+    log.record_approval(load_id, asked(datetime.now(timezone.utc), timeout))
+    return log.get(load_id)
+
+
+def answer_approval(log: TransactionLog, load_id: str, approved: bool, at: datetime, by: str | None = None,
+                    by_id: str | None = None, timed_out: bool = False) -> Load:
+    """Log the answer to the load's approval (the vote reads it); the load as it is then.
+    A load decided meanwhile keeps its decision, and its approval stays as it was."""
+    load = log.get(load_id)
+    if load.state == State.PREPARED:
+        log.record_approval(load_id, answered(load.approval or {}, approved, at, by, by_id, timed_out))
+    return log.get(load_id)

@@ -3,10 +3,12 @@
 Each step is one call (an Airflow task calls exactly one), safe to retry, and starts by
 reading the load's state from the log, so a retry resumes where the last attempt stopped:
 
-    begin -> prepare -> audit -> [approval] -> vote (ready, decide) -> commit | rollback
+    begin -> prepare -> vote (ready, decide) -> commit | rollback
 
-The coordinator names no kind of participant: it drives every participant of the load
-through the contract (twophase.participants.contract) and commits them in commit order (those whose
+Between prepare and vote, the gates beside the protocol may run their steps (twophase.gates:
+the audit, a person's approval); the vote reads their verdicts. The coordinator names no
+kind of participant and no gate: it drives every participant of the load through the
+contract (twophase.participants.contract) and commits them in commit order (those whose
 commit can still fail for good first; docs/adr/0001-commit-order.md).
 
 Errors (errors.Transient or errors.Terminal): RetryLater (transient: a server down, a live
@@ -18,17 +20,12 @@ prepare_error, which the vote's ABORT reason quotes.
 
 from __future__ import annotations
 
-import json
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
 
 from .. import failpoints
-from ..audit import PASS, AuditInput, AuditReport
-from ..audit.report import audit_reasons
 from ..connections import Connections
 from ..errors import ServerUnreachable, Terminal, Transient, root_cause
-from ..gates import approval, quarantine
 from ..log import Load, StateConflict, Superseded, TransactionLog
 from ..participants import commit_order
 from ..participants.contract import Participant, outcome_of, servers_of
@@ -67,7 +64,7 @@ class IntervalBusy(Terminal):
 
 
 @contextmanager
-def _step(log: TransactionLog, load_id: str, conns: Connections):
+def step(log: TransactionLog, load_id: str, conns: Connections):
     """Reads the load once and builds its participants for one step: yields (load,
     participants). A server that does not answer (the log's, a participant's) is
     transient: RetryLater with one line naming it, never a client library's traceback.
@@ -199,107 +196,27 @@ def _prepare(log: TransactionLog, load: Load, parts: list[Participant], df, metr
     return {v.participant: v for v in votes}
 
 
-def audit(log: TransactionLog, conns: Connections, load_id: str, rules=(),
-          quarantine_cap: int = quarantine.DEFAULT_CAP) -> AuditReport | None:
-    """Measure the pipeline's audit rules (twophase.audit) on the load's staged data, where
-    it was staged, without moving it or taking anything a writer needs; store the report
-    with the load (the vote reads its verdict) and keep the staged rows failing each rule
-    that did not pass in the quarantine (the rule's name as the reason, at most
-    `quarantine_cap` rows per rule). None when there is nothing to audit (the load is not
-    PREPARED: prepare failed, or it was decided). Repeatable until the decision. A server
-    down: RetryLater."""
-    with _step(log, load_id, conns) as (load, parts):
-        if load.state != State.PREPARED:
-            return None
-        votes = log.votes(load_id)
-        owner = {t: p for p in parts for t in p.targets}
-        found: dict = {}
-
-        def staged(target: str):
-            if target not in found:
-                p = owner.get(target)
-                found[target] = p.staged_rows(votes[p.name], target) if p is not None and p.name in votes else None
-            return found[target]
-
-        previous = log.last_committed(load.pipeline, load_id)
-        measured = AuditInput(load.expected or {}, load.metrics, staged, previous.expected if previous else None)
-        report = AuditReport(load_id, tuple(rule.check(measured) for rule in rules), dict(load.expected or {}),
-                             dict(load.metrics.get("rejected_by_reason") or {}))
-        if log.record_audit(load_id, report.to_json()):
-            _quarantine_failing(log, load_id, rules, report, measured, quarantine_cap)
-        return report
-
-
-def _quarantine_failing(log: TransactionLog, load_id: str, rules, report: AuditReport, measured: AuditInput,
-                        cap: int) -> None:
-    """The rows each row-level rule that did not pass counted, into the quarantine in place
-    of an earlier audit's: reason the rule, source the target, content the row as JSON."""
-    kept, reasons = [], []
-    for rule, result in zip(rules, report.results):
-        if result.value is None or result.verdict == PASS:
-            reasons.append(rule.name)  # an earlier audit's rows of it are no longer the load's
-            continue
-        try:
-            rows = rule.failing(measured, cap)
-        except ServerUnreachable:
-            raise
-        except Exception as exc:  # noqa: BLE001 - said in the quarantine itself: never dropped without a word
-            rows, why = [], f"its rows could not be read: {root_cause(exc)}"
-            kept.append(quarantine.Kept(rule.name, result.target, why, None))
-        if rows is None:
-            continue
-        reasons.append(rule.name)
-        kept += [quarantine.Kept(rule.name, result.target, f"{result.verdict} of audit rule {rule.name}",
-                                 json.dumps(row, default=str, sort_keys=True)) for row in rows]
-    if reasons:
-        log.quarantine(load_id, kept, reasons)
-
-
-def ask_approval(log: TransactionLog, load_id: str, timeout: timedelta) -> Load | None:
-    """Log that the load waits for a person's approval, at most `timeout`; the load as it
-    is then. None when there is nothing to approve (the load is not PREPARED: prepare
-    failed, or it was decided). Nothing is held on any target while it waits."""
-    load = log.get(load_id)
-    if load.state != State.PREPARED:
-        return None
-    if load.approval:
-        return load  # a retried ask: the first one's wait, or its answer, stands
-    log.record_approval(load_id, approval.asked(datetime.now(timezone.utc), timeout))
-    return log.get(load_id)
-
-
-def answer_approval(log: TransactionLog, load_id: str, approved: bool, at: datetime, by: str | None = None,
-                    by_id: str | None = None, timed_out: bool = False) -> Load:
-    """Log the answer to the load's approval (the vote reads it); the load as it is then.
-    A load decided meanwhile keeps its decision, and its approval stays as it was."""
-    load = log.get(load_id)
-    if load.state == State.PREPARED:
-        log.record_approval(load_id, approval.answered(load.approval or {}, approved, at, by, by_id, timed_out))
-    return log.get(load_id)
-
-
-def vote(log: TransactionLog, conns: Connections, load_id: str, rules=(), require_audit: bool = False,
-         require_approval: bool = False) -> Load:
+def vote(log: TransactionLog, conns: Connections, load_id: str, rules=(), gates=()) -> Load:
     """Check the votes, make every participant ready, and decide; the decision is durable
     before this returns.
 
     Already decided: returns the load unchanged. Still PREPARING (prepare failed or is
-    missing): decides ABORT. The audit's rules at error abort (`require_audit`: a load
-    without an audit report aborts too); so does a load not approved by a person
-    (`require_approval`: rejected, timed out or never answered); so does a participant
-    whose commit would not fit its settings (`Participant.budget`, from the pace of its
-    commits in the pipeline's earlier loads, which each commit logs). Every vote yes and the
+    missing): decides ABORT. So does a vote that is not what the load staged (voting),
+    a reason of any of the `gates` beside the protocol (twophase.gates: the audit's
+    rules, a person's approval: each reads what its step logged with the load), and a
+    participant whose commit would not fit its settings (`Participant.budget`, the
+    participant's own veto, from the pace of its commits in the pipeline's earlier loads,
+    which each commit logs). Every vote yes and the
     rules passed: the log records when the load's exposure starts (`exposed_at`), then
     each participant's ready() takes what its
     commit needs (a prepared transaction) and checks its staging is still whole; its
     readied vote replaces the prepared one. A no from ready aborts, naming why.
     """
-    with _step(log, load_id, conns) as (load, parts):
-        return _vote(log, load, parts, rules, require_audit, require_approval)
+    with step(log, load_id, conns) as (load, parts):
+        return _vote(log, load, parts, rules, gates)
 
 
-def _vote(log: TransactionLog, load: Load, parts: list[Participant], rules, require_audit: bool = False,
-          require_approval: bool = False) -> Load:
+def _vote(log: TransactionLog, load: Load, parts: list[Participant], rules, gates=()) -> Load:
     load_id = load.load_id
     if load.state not in (State.PREPARING, State.PREPARED):
         return load
@@ -310,8 +227,7 @@ def _vote(log: TransactionLog, load: Load, parts: list[Participant], rules, requ
         votes = log.votes(load_id)
         reasons = reasons_to_abort({p.name: p.targets for p in parts}, votes, _expected(load), list(rules),
                                    load.metrics, load.expected_rows)
-        reasons += audit_reasons(load.audit, require_audit)
-        reasons += approval.reasons_to_abort(load.approval, require_approval)
+        reasons += [reason for gate in gates for reason in gate.reasons(load)]
         if not reasons:
             reasons = _over_budget(log, load, parts, votes) or _make_ready(log, load, parts, votes)
     try:
@@ -404,7 +320,7 @@ def commit(log: TransactionLog, conns: Connections, load_id: str) -> list[Outcom
     - Called again on a load such a failure left ABORTING (its rollback said retry
       later): finishes the rollback, then LoadAborted.
     """
-    with _step(log, load_id, conns) as (load, parts):
+    with step(log, load_id, conns) as (load, parts):
         return _commit(log, load, parts)
 
 
@@ -492,7 +408,7 @@ def rollback(log: TransactionLog, conns: Connections, load_id: str, reason: str 
     From PREPARING or PREPARED (prepare failed, or recovery presumes abort) it first
     logs the ABORT decision with `reason`. Never touches the target topic.
     """
-    with _step(log, load_id, conns) as (load, parts):
+    with step(log, load_id, conns) as (load, parts):
         return _rollback(log, load, parts, reason)
 
 
