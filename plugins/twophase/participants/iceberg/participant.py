@@ -24,7 +24,7 @@ class IcebergParticipant(Participant):
     replace, in the same catalog commit) whose summary carries the load id."""
 
     kind = NAME
-    executor_packages = ("pyarrow", "pyarrow.parquet")  # what writer.py imports on executors (executors.py)
+    executor_packages = ("pyarrow", "pyarrow.parquet")  # what writer.py imports on executors (spark/executors.py)
     # The table can be dropped, or its schema changed, after a yes vote: the commit can
     # fail for good, so it goes first (docs/adr/0001-commit-order.md).
     commit_may_fail = True

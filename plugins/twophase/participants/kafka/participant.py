@@ -35,7 +35,7 @@ class KafkaParticipant(Participant):
     """The load's topics on one Kafka cluster: one copy transaction covers them all."""
 
     kind = NAME
-    executor_packages = ("confluent_kafka", "pyarrow")  # what writer.py imports on executors (executors.py)
+    executor_packages = ("confluent_kafka", "pyarrow")  # what writer.py imports on executors (spark/executors.py)
     # The copy can fail for good after a yes vote (staged records expired, topic deleted):
     # it commits before the participants that cannot (docs/adr/0001-commit-order.md).
     commit_may_fail = True

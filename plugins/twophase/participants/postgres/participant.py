@@ -24,7 +24,7 @@ class PostgresParticipant(Participant):
     """The load's tables in one Postgres database: one prepared transaction covers them all."""
 
     kind = NAME
-    executor_packages = ("psycopg2", "pyarrow")  # what writer.py imports on executors (executors.py)
+    executor_packages = ("psycopg2", "pyarrow")  # what writer.py imports on executors (spark/executors.py)
     commit_may_fail = False  # COMMIT PREPARED of a prepared transaction cannot fail for good
 
     def __init__(self, dsn: str, targets, load_id: str, name: str = NAME, attempt: int = 1):
