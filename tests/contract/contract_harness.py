@@ -26,6 +26,7 @@ the vote, so whatever the load left on the server is what a killed process leave
 from __future__ import annotations
 
 import itertools
+import os
 from abc import ABC, abstractmethod
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -40,6 +41,7 @@ from twophase.participants.memory import LocalFrame, LocalStage, MemoryParticipa
 from twophase.protocol.votes import Vote
 
 IMPLEMENTATIONS = ("memory", "postgres", "kafka", "iceberg")
+LIAR_ENV = "TWOPHASE_CONTRACT_LIAR"  # the memory harness builds this liar (liars.py) instead
 ROWS = 30          # rows per load
 PARTITIONS = 3     # Spark partitions (partition 0 gets several batches)
 BATCH_ROWS = 4     # rows per Arrow batch in the in-process staging pass
@@ -152,13 +154,22 @@ class MemoryHarness(Harness):
     def __init__(self, request):
         super().__init__(request)
         self.store = MemoryStore()
+        liar = os.environ.get(LIAR_ENV)
+        if liar:  # the suite run against a participant that breaks the contract (liars.py)
+            from liars import LIARS
+
+            self.participant_class = LIARS[liar]
 
     @property
     def endpoint(self) -> str:
         return self.store.endpoint
 
     def participant(self, load_id: str, attempt: int = 1) -> MemoryParticipant:
-        return MemoryParticipant(self.store, load_id, self.TARGETS, name=self.NAME, attempt=attempt)
+        return self.participant_class(self.store, load_id, self.TARGETS, name=self.NAME, attempt=attempt)
+
+    def held(self, load_id):
+        with self.store.lock:
+            return [f"{name} holds load {lid}" for name, lid in self.store.held if lid == load_id]
 
     def stage(self, p, rows=ROWS, attempts=None) -> Staged:
         frame = LocalFrame.of_rows([{"customer_id": f"c{i:06d}", "orders": i % 7 + 1} for i in range(rows)],

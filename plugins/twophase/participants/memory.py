@@ -103,6 +103,8 @@ class MemoryStore:
     prepared  {(participant, load_id, attempt): {target: [row]}}   ready, invisible (per prepare attempt)
     committed {(participant, load_id): {target: [row, ...]}}        visible to readers
     aborted   {(participant, load_id)}                             abort done here
+    held      {(participant, load_id)}                             what blocks others (none by the
+                                                                   honest participant; tests' liars)
     events    [(hook, participant, load_id)]                       every effect, in order
     """
 
@@ -112,6 +114,7 @@ class MemoryStore:
         self.prepared: dict[tuple[str, str, int], dict[str, list[dict]]] = {}
         self.committed: dict[tuple[str, str], dict[str, list[dict]]] = {}
         self.aborted: set[tuple[str, str]] = set()
+        self.held: set[tuple[str, str]] = set()
         self.events: list[tuple[str, str, str]] = []
         self.calls: dict[tuple[str, str, str], int] = {}
         self.lock = threading.RLock()
