@@ -1,7 +1,8 @@
 """twophase_recovery: resolves loads a crash left in doubt, every 10 minutes.
 
 Presumed abort for loads with no decision past the deadline (param, default 120
-minutes); re-drives commit or rollback for decided ones (and fails, naming them, when one
+minutes), and at once for a load whose approval waits on a run that has ended (nobody
+can answer it any more); re-drives commit or rollback for decided ones (and fails, naming them, when one
 still cannot finish past a limit: param, default 60 minutes); cleans orphaned prepared
 transactions and staging tables; deletes rejected lines kept in the quarantine longer
 than its retention (param, default 7 days). The param pipeline limits all of it to one
@@ -33,12 +34,12 @@ from airflow.sdk import Param, dag, task
                                            "quarantined lines.")})
 def twophase_recovery():
     @task(retries=1)
-    def recover(params=None) -> None:
+    def recover(params=None, ti=None) -> None:
         from twophase_airflow.recover import recover_all
 
         recover_all(timedelta(minutes=params["deadline_minutes"]),
                     quarantine_retention=timedelta(days=params["quarantine_days"]), pipeline=params["pipeline"] or None,
-                    stuck_after=timedelta(minutes=params["stuck_minutes"]))
+                    stuck_after=timedelta(minutes=params["stuck_minutes"]), run_state=ti.get_dagrun_state)
 
     recover()
 

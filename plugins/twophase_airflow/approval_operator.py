@@ -49,8 +49,8 @@ class LoadApprovalOperator(ApprovalOperator):
             return None
         lid, _, txlog = the_load(self.load, self.pipeline, context)
         with airflow_outcome("approval", lid):
-            load = approval.ask_approval(txlog, lid, timedelta(minutes=float(params.get("approval_timeout_minutes",
-                                                                                            60))))
+            load = approval.ask_approval(txlog, lid, timedelta(minutes=float(params.get("approval_timeout_minutes", 60))),
+                                         run={"dag_id": self.dag_id, "run_id": context["run_id"]})
         if load is None:
             log.info("nothing to approve: load %s is not waiting for a decision; the vote aborts it", lid)
             return None

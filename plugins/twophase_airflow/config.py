@@ -12,7 +12,8 @@ from twophase.spec import SpecError
 from .kinds import KINDS, TARGET_CLASSES
 from .kinds.postgres import DEFAULT_CONN_ID as DEFAULT_POSTGRES
 
-_TARGET_NAMES = ", ".join(f"{cls.__name__}(...)" for cls in TARGET_CLASSES)
+_NAMES = [f"{cls.__name__}(...)" for cls in TARGET_CLASSES]
+_TARGET_NAMES = ", ".join(_NAMES[:-1]) + " or " + _NAMES[-1] if len(_NAMES) > 1 else _NAMES[0]
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class LoadConfig:
     def __post_init__(self):
         object.__setattr__(self, "targets", tuple(self.targets) if isinstance(self.targets, (list, tuple)) else ())
         if not self.targets:
-            raise SpecError(f"LoadConfig targets must list at least one of {_TARGET_NAMES}")
+            raise SpecError(f"LoadConfig targets must list at least one {_TARGET_NAMES}")
         wrong = [t for t in self.targets if not isinstance(t, TARGET_CLASSES)]
         if wrong:
             raise SpecError(f"LoadConfig targets must be {_TARGET_NAMES}, got {wrong[0]!r}")

@@ -19,14 +19,17 @@ def recover_all(deadline: timedelta, log_conn_id: str = DEFAULT_POSTGRES,
                 sweep_conn_ids: dict[str, str] | None = None,
                 quarantine_retention: timedelta = quarantine.DEFAULT_RETENTION,
                 pipeline: str | None = None,
-                stuck_after: timedelta = recovery.DEFAULT_STUCK_AFTER) -> list[recovery.Action]:
+                stuck_after: timedelta = recovery.DEFAULT_STUCK_AFTER,
+                run_state=None) -> list[recovery.Action]:
     """Recover every load of the log on `log_conn_id` (only `pipeline`'s, its orphans and
     quarantined lines, when given); the servers their targets name are found by connection
     id. Orphans are swept on the log's database, the default Kafka cluster and
-    `sweep_conn_ids` ({connection id: kind}: the other databases targets use)."""
+    `sweep_conn_ids` ({connection id: kind}: the other databases targets use).
+    `run_state(dag_id, run_id)`: a DAG run's state (the task's `ti.get_dagrun_state`), so a
+    load whose approval waits on a run that has ended is rejected and rolled back at once."""
     conns = from_airflow(log_conn_id, sweep_conn_ids, lookup=True)
     actions = recovery.recover(PostgresLog(conns.pg_dsn), conns, deadline, quarantine_retention=quarantine_retention,
-                               pipeline=pipeline, stuck_after=stuck_after)
+                               pipeline=pipeline, stuck_after=stuck_after, run_state=run_state)
     if not actions:
         log.info("nothing in doubt: every load is resolved and no orphan is left")
     for action in actions:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import psycopg2
 import pytest
 
-from contract_harness import IMPLEMENTATIONS, harness_for
+from contract_harness import IMPLEMENTATIONS, harness_for, implementations
 
 
 def pytest_generate_tests(metafunc):
@@ -27,7 +27,7 @@ def pytest_generate_tests(metafunc):
     metafunc.parametrize("harness", [
         pytest.param(kind, id=kind,
                      marks=[pytest.mark.xfail(strict=True, reason=violations[kind])] if kind in violations else [])
-        for kind in IMPLEMENTATIONS], indirect=True)
+        for kind in implementations()], indirect=True)
 
 
 @pytest.fixture

@@ -41,7 +41,7 @@ from twophase.participants.memory import LocalFrame, LocalStage, MemoryParticipa
 from twophase.protocol.votes import Vote
 
 IMPLEMENTATIONS = ("memory", "postgres", "kafka", "iceberg")
-LIAR_ENV = "TWOPHASE_CONTRACT_LIAR"  # the memory harness builds this liar (liars.py) instead
+LIAR_ENV = "TWOPHASE_CONTRACT_LIARS"  # set: the suite runs against each liar of liars.py too ("liar-<name>")
 ROWS = 30          # rows per load
 PARTITIONS = 3     # Spark partitions (partition 0 gets several batches)
 BATCH_ROWS = 4     # rows per Arrow batch in the in-process staging pass
@@ -151,14 +151,10 @@ class MemoryHarness(Harness):
     TARGETS = ("mem.orders", "mem.daily")
     NAME = "memory"
 
-    def __init__(self, request):
+    def __init__(self, request, participant_class: type[MemoryParticipant] = MemoryParticipant):
         super().__init__(request)
         self.store = MemoryStore()
-        liar = os.environ.get(LIAR_ENV)
-        if liar:  # the suite run against a participant that breaks the contract (liars.py)
-            from liars import LIARS
-
-            self.participant_class = LIARS[liar]
+        self.participant_class = participant_class
 
     @property
     def endpoint(self) -> str:
@@ -456,5 +452,19 @@ HARNESSES: dict[str, type[Harness]] = {"memory": MemoryHarness, "postgres": Post
                                        "iceberg": IcebergHarness}
 
 
+def implementations() -> list[str]:
+    """The kinds the suite runs against: the real ones, and with LIAR_ENV set each liar of
+    liars.py as `liar-<name>` (test_liars_are_rejected.py)."""
+    if not os.environ.get(LIAR_ENV):
+        return list(IMPLEMENTATIONS)
+    from liars import LIARS
+
+    return [*IMPLEMENTATIONS, *(f"liar-{name}" for name in LIARS)]
+
+
 def harness_for(kind: str, request) -> Harness:
+    if kind.startswith("liar-"):
+        from liars import LIARS
+
+        return MemoryHarness(request, LIARS[kind.removeprefix("liar-")])
     return HARNESSES[kind](request)

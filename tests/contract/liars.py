@@ -1,8 +1,8 @@
 """Participants that break one rule of the contract each, in the way a new kind easily
 could, while looking right: the contract suite must reject every one of them
 (test_liars_are_rejected.py runs the suite against each). Each is the in-memory
-participant with one hook done wrong; `TWOPHASE_CONTRACT_LIAR=<name>` makes the memory
-harness build it instead of the honest one.
+participant with one hook done wrong; with TWOPHASE_CONTRACT_LIARS set, the suite runs
+against each as the kind `liar-<name>`, beside the honest ones.
 """
 
 from __future__ import annotations

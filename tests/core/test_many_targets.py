@@ -9,10 +9,13 @@ pyiceberg scan of the table's current snapshot), never from the log.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
-from support import REPORTING, iceberg_leftovers, iceberg_table, make_df, many_frames, many_seen, many_spec, read_topic
+from support import REPORTING, ROOT, iceberg_leftovers, iceberg_table, make_df, many_frames, many_seen, many_spec, read_topic
 from twophase.ops.verify import verify
 from twophase.participants import participant_name
 from twophase.participants.iceberg import LOAD_PROPERTY
@@ -72,6 +75,17 @@ def test_three_tables_in_two_databases_two_topics_and_an_iceberg_table_commit_as
                                               many["topic"]: ROWS, many["topic2"]: ROWS, iceberg: ROWS}, finding
     assert spec.load_id not in staging_tables(pg_dsn).values() and spec.load_id not in staging_tables(
         reporting_dsn).values(), "every database's staging is dropped after the commit"
+
+    # From a shell, the servers are found as the DAGs find them: Airflow connections alone
+    # (the stack's, in the environment; "reporting" is the second database's under the
+    # name this load gives it), no TWOPHASE_* variable.
+    airflow_only = {k: v for k, v in os.environ.items() if not k.startswith("TWOPHASE_")}
+    airflow_only["AIRFLOW_CONN_REPORTING"] = os.environ["AIRFLOW_CONN_TWOPHASE_REPORTING"]
+    checked = subprocess.run([sys.executable, "-m", "twophase_airflow", "verify", "--pipeline", spec.pipeline],
+                             env=airflow_only, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert checked.returncode == 0, checked.stdout + checked.stderr[-3000:]
+    assert f"ok   COMMITTED" in checked.stdout and spec.load_id in checked.stdout, checked.stdout
+    assert "1 loads checked, 0 violations" in checked.stdout, checked.stdout
 
 
 def test_a_gate_rollback_leaves_nothing_in_any_target(spark, txlog, pg_dsn, kafka_bootstrap, reporting_dsn, many,

@@ -19,7 +19,7 @@ def test_asked_then_answered_keeps_when_it_was_asked_and_who_answered():
     assert asked == {"asked_at": "2026-11-23T12:00:00+00:00", "timeout_at": "2026-11-23T12:30:00+00:00"}
     done = approval.answered(asked, True, T0 + timedelta(minutes=4), by="alice", by_id="7")
     assert done == {**asked, "decision": "approved", "by": "alice", "by_id": "7",
-                    "answered_at": "2026-11-23T12:04:00+00:00", "timed_out": False}
+                    "answered_at": "2026-11-23T12:04:00+00:00", "timed_out": False, "run_ended": False}
     assert approval.describe(done) == "approved by alice at 2026-11-23T12:04:00+00:00"
 
 

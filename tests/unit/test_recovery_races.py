@@ -10,11 +10,11 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from test_coordinator import ALL, Conns, make_spec, prepare_and_vote, visible
+from test_coordinator import ALL, Conns, frame, make_spec, prepare_and_vote, visible
 from twophase.gates import approval
 from twophase.log import MemoryLog, StateConflict
 from twophase.ops import recovery
-from twophase.participants.memory import Faults, MemoryParticipant, MemoryStore
+from twophase.participants.memory import Faults, LocalStage, MemoryParticipant, MemoryStore
 from twophase.protocol import coordinator
 from twophase.protocol.outcome import Kind, Outcome
 from twophase.protocol.states import State
@@ -117,6 +117,45 @@ def test_a_load_waiting_for_approval_counts_its_deadline_from_the_end_of_the_wai
     assert action.action == "waiting" and "waiting for approval since" in action.detail
     assert "presumed abort 120 min after its approval's answer or timeout" in action.detail
     assert _resolved(log, conns, waiting.load_id, now=ends + timedelta(minutes=121)).action == "presumed abort"
+
+
+def test_an_approval_whose_asking_run_ended_is_rejected_and_its_load_rolled_back_at_once():
+    """A run killed (or marked failed) while its approve task waited: nobody can answer any
+    more, so the load must not keep its interval until the approval's timeout and the
+    deadline after it."""
+    log, store = MemoryLog(), MemoryStore()
+    conns = RecoveryConns(store, log, raced="", broken="")
+    ended, running, unknown = make_spec("run-killed"), make_spec("run-waiting"), make_spec("run-unknown")
+    for spec in (ended, running, unknown):
+        coordinator.begin(log, spec)
+        coordinator.prepare(log, conns, spec.load_id, frame(), stage=LocalStage())
+        approval.ask_approval(log, spec.load_id, timedelta(hours=3), run={"dag_id": "orders", "run_id": spec.run_id})
+    states = {"run-killed": "failed", "run-waiting": "running"}
+    asked = []
+
+    def run_state(dag_id, run_id):
+        asked.append((dag_id, run_id))
+        if run_id not in states:
+            raise LookupError(f"no run {run_id}")  # Airflow cannot say: the load keeps waiting
+        return states[run_id]
+
+    actions = {a.load_id: a for a in recovery.recover(log, conns, run_state=run_state)}
+    assert sorted(asked) == [("orders", "run-killed"), ("orders", "run-unknown"), ("orders", "run-waiting")]
+    rejected = actions[ended.load_id]
+    assert rejected.action == "rejected, rolled back", rejected.describe()
+    assert "the run that asked for approval" in rejected.detail and "ended without an answer" in rejected.detail
+    load = log.get(ended.load_id)
+    assert load.state == State.ABORTED and "ended without an answer" in load.reason
+    assert load.approval["decision"] == "rejected" and load.approval["run_ended"] and load.approval["by"] is None
+    assert visible(conns, ended.load_id) == {t: 0 for t in ALL} and not store.staged_rows(ended.load_id)
+    for waiting in (running, unknown):
+        assert actions[waiting.load_id].action == "waiting" and log.get(waiting.load_id).state == State.PREPARED
+    # Without Airflow to ask (the CLI), nothing changes: the approval's own timeout decides.
+    again = make_spec("run-cli")
+    coordinator.begin(log, again)
+    coordinator.prepare(log, conns, again.load_id, frame(), stage=LocalStage())
+    approval.ask_approval(log, again.load_id, timedelta(hours=3), run={"dag_id": "orders", "run_id": "run-cli"})
+    assert _resolved(log, conns, again.load_id).action == "waiting"
 
 
 def test_a_decided_rollback_is_re_driven_and_a_commit_that_violates_is_reported_failed():

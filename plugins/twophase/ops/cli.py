@@ -1,7 +1,9 @@
 """python -m twophase status|show|recover|verify|abandon|migrate: the transaction log from a shell.
 
-Connections come from TWOPHASE_PG_DSN and TWOPHASE_KAFKA_BOOTSTRAP
-(eval "$(scripts/stack env)" sets both for the local stack).
+Connections come from TWOPHASE_PG_DSN, TWOPHASE_KAFKA_BOOTSTRAP, TWOPHASE_ICEBERG_CATALOG and
+TWOPHASE_CONNECTIONS (eval "$(scripts/stack env)" sets them for the local stack). Where
+Airflow runs the pipelines, `python -m twophase_airflow` is the same commands with the
+connections the DAGs use (Airflow connections), and no variable to set.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import getpass
 import json
 import sys
 from datetime import timedelta
+from typing import Callable
 
 from ..audit.report import audit_summary
 from ..connections import Connections
@@ -138,8 +141,10 @@ def cmd_migrate(log, conns, args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m twophase", description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, connect: Callable[[], Connections] = Connections.from_env,
+         prog: str = "python -m twophase") -> int:
+    """The commands over the log and servers that `connect()` names (SpecError: exit 2)."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0].replace("python -m twophase", prog))
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_ in (("status", "recent loads"), ("verify", "check the invariants against the targets")):
         p = sub.add_parser(name, help=help_)
@@ -165,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                      help="delete rejected lines kept in the quarantine longer than this")
     args = parser.parse_args(argv)
     try:
-        conns = Connections.from_env()
+        conns = connect()
     except SpecError as exc:
         print(f"twophase: {exc}", file=sys.stderr)
         return 2

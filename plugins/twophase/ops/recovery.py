@@ -3,7 +3,9 @@
 - PREPARING or PREPARED past the decision deadline: presumed abort (roll back, ABORTED).
   Younger ones are left alone: their prepare or vote may still be running. The deadline
   counts from the load's begin, or, for a load that asked a person's approval, from the
-  answer or from the end of the wait for one (twophase.gates.approval).
+  answer or from the end of the wait for one (twophase.gates.approval). A load whose
+  approval waits on a run that has ended (killed, marked failed: nobody can answer it any
+  more; `run_state` says, from Airflow) is rejected and rolled back at once.
 - COMMITTING: re-drive commit (decided means done). ABORTING: re-drive rollback. Either
   only when no other step drives the load now (its lease, twophase/protocol/lease.py): a load whose
   commit or rollback runs elsewhere is "left to its driver". A decided load that still
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Callable
 
 from ..connections import Connections
 from ..errors import MissingPrivilege, root_cause
@@ -36,12 +39,14 @@ from ..protocol.states import IllegalTransition, State
 
 DEFAULT_DEADLINE = timedelta(hours=2)
 DEFAULT_STUCK_AFTER = timedelta(hours=1)
+RUN_ENDED = ("success", "failed")  # Airflow's states of a DAG run that is over
 
 
 @dataclass(frozen=True)
 class Action:
     load_id: str
-    action: str   # presumed abort | commit re-driven | rollback re-driven | waiting | retry later |
+    action: str   # presumed abort | rejected, rolled back | commit re-driven | rollback re-driven | waiting |
+    #               retry later |
     #               left to its driver | left to its pipeline | failed | orphan ...
     detail: str = ""
 
@@ -52,12 +57,14 @@ class Action:
 def recover(log: TransactionLog, conns: Connections, deadline: timedelta = DEFAULT_DEADLINE,
             now: datetime | None = None, pipeline: str | None = None,
             quarantine_retention: timedelta = quarantine.DEFAULT_RETENTION,
-            stuck_after: timedelta = DEFAULT_STUCK_AFTER) -> list[Action]:
+            stuck_after: timedelta = DEFAULT_STUCK_AFTER,
+            run_state: Callable[[str, str], str] | None = None) -> list[Action]:
     """Resolve the unresolved loads, then sweep orphans (both of `pipeline` only, when
-    given) and the quarantine's old entries."""
+    given) and the quarantine's old entries. `run_state(dag_id, run_id)`: the state of
+    a DAG run (Airflow's), to find approvals whose asking run has ended."""
     log.ensure_schema()  # the log's server down: PostgresUnreachable (the log maps its own errors)
     now = now or datetime.now(timezone.utc)
-    actions = [_stuck(_resolve(log, conns, load, deadline, now), load, now, stuck_after)
+    actions = [_stuck(_resolve(log, conns, load, deadline, now, run_state), load, now, stuck_after)
                for load in log.unresolved(pipeline)]
     actions += _clean_orphans(log, conns, pipeline)
     deleted = log.sweep_quarantine(quarantine_retention, pipeline)
@@ -67,9 +74,14 @@ def recover(log: TransactionLog, conns: Connections, deadline: timedelta = DEFAU
     return actions
 
 
-def _resolve(log, conns, load, deadline, now) -> Action:
+def _resolve(log, conns, load, deadline, now, run_state=None) -> Action:
     lid = load.load_id
     try:
+        if load.state == State.PREPARED and _asking_run_ended(load, run_state):
+            answered = approval.answer_approval(log, lid, False, now, run_ended=True)
+            coordinator.vote(log, conns, lid, gates=[approval.ApprovalGate(required=True)])
+            outcomes = coordinator.rollback(log, conns, lid)
+            return Action(lid, "rejected, rolled back", f"{approval.describe(answered.approval)}; {_describe(outcomes)}")
         if load.state in (State.PREPARING, State.PREPARED):
             since = approval.deadline_counts_from(load.began_at, load.approval)
             after = "its approval's answer or timeout" if load.approval else "the load began"
@@ -92,6 +104,18 @@ def _resolve(log, conns, load, deadline, now) -> Action:
         return Action(lid, "left to its pipeline", f"it changed while recovery looked at it: {exc}")
     except Exception as exc:  # noqa: BLE001 - one load's failure must not stop the others' recovery
         return Action(lid, "failed", f"recovery could not resolve it: {root_cause(exc)}")
+
+
+def _asking_run_ended(load, run_state) -> bool:
+    """The load waits for an approval whose asking run is over (an unknown run state, or
+    one Airflow cannot say, is not)."""
+    run = approval.waits_on_a_run(load.approval)
+    if run is None or run_state is None:
+        return False
+    try:
+        return run_state(*run) in RUN_ENDED
+    except Exception:  # noqa: BLE001 - Airflow cannot say: the load keeps waiting, as before
+        return False
 
 
 def _stuck(action: Action, load, now: datetime, stuck_after: timedelta) -> Action:
