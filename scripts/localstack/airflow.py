@@ -77,9 +77,11 @@ def environment() -> dict[str, str]:
             "conn_type": "kafka", "extra": {"bootstrap.servers": kafka_bootstrap},
         }),
         # The prepare operator takes the executors' Python from the Spark connection's extra
-        # (here: local mode, this host's venv), never from PYSPARK_PYTHON below.
+        # (here: local mode, this host's venv), never from PYSPARK_PYTHON below. Its master:
+        # local[*], or TWOPHASE_SPARK_MASTER (scripts/test: local[1], see there).
         f"AIRFLOW_CONN_{CONN_SPARK.upper()}": json.dumps({
-            "conn_type": "spark", "host": "local[*]", "extra": {"spark.pyspark.python": venv_python, **_driver_java()},
+            "conn_type": "spark", "host": os.environ.get("TWOPHASE_SPARK_MASTER") or "local[*]",
+            "extra": {"spark.pyspark.python": venv_python, **_driver_java()},
         }),
         # For Spark sessions started in-process and spark-submits run by hand (tests, scripts):
         # their Python workers must use the project's interpreter (pyarrow, psycopg2, ...).

@@ -35,8 +35,6 @@ KAFKA_BROKER_SETTINGS = {
     # The pipeline creates the topics it needs, with explicit settings.
     "auto.create.topics.enable": "false",
     "group.initial.rebalance.delay.ms": "0",
-    # Idle, the controller appends a no-op record every 500 ms by default.
-    "metadata.max.idle.interval.ms": "5000",
 }
 
 # Airflow connection ids, the same in the local stack and in docker-compose.yml.
