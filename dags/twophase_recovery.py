@@ -1,4 +1,6 @@
-"""twophase_recovery: resolves loads a crash left in doubt, every 10 minutes.
+"""twophase_recovery: resolves loads a crash left in doubt, every 10 minutes, and at once
+when a decided load's commit or rollback task dies (its watcher in Airflow's triggerer
+sees a decided load that nobody drives: twophase_airflow/watcher.py).
 
 Presumed abort for loads with no decision past the deadline (param, default 120
 minutes), and at once for a load whose approval waits on a run that has ended (nobody
@@ -16,10 +18,16 @@ import os
 from datetime import timedelta
 
 import pendulum
-from airflow.sdk import Param, dag, task
+from airflow.sdk import AssetOrTimeSchedule, DeltaTriggerTimetable, Param, dag, task
+
+from twophase_airflow.watcher import driverless_asset
+
+PIPELINE = os.environ.get("TWOPHASE_RECOVERY_PIPELINE", "")
 
 
-@dag(dag_id="twophase_recovery", schedule=timedelta(minutes=10), start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+@dag(dag_id="twophase_recovery", schedule=AssetOrTimeSchedule(timetable=DeltaTriggerTimetable(timedelta(minutes=10)),
+                                                              assets=driverless_asset(PIPELINE)),
+     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
      catchup=False, max_active_runs=1, tags=["twophase"], doc_md=__doc__,
      params={"deadline_minutes": Param(120, type="integer", minimum=1, title="Decision deadline (minutes)",
                                        description="Loads undecided for longer are presumed aborted."),
@@ -28,7 +36,7 @@ from airflow.sdk import Param, dag, task
                                                 "decision fails the run, named (it is still retried)."),
              "quarantine_days": Param(7, type="integer", minimum=1, title="Quarantine retention (days)",
                                       description="Rejected lines kept longer are deleted from twophase.quarantine."),
-             "pipeline": Param(os.environ.get("TWOPHASE_RECOVERY_PIPELINE", ""), type="string",
+             "pipeline": Param(PIPELINE, type="string",
                                title="Only this pipeline",
                                description="Empty: every pipeline. A name: only its loads, orphans and "
                                            "quarantined lines.")})

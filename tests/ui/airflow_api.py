@@ -47,6 +47,13 @@ class AirflowApi:
                  **({"start_date_gte": since} if since else {}), **({"state": list(states)} if states else {})}
         return self._call("GET", f"/dags/{dag_id}/dagRuns", params=query)["dag_runs"]
 
+    def reparse(self, dag_id: str) -> None:
+        """Have the dag-processor parse the DAG's file again now (its watchers start only at
+        a parse that finds the DAG unpaused)."""
+        token = self._call("GET", f"/dags/{dag_id}/details")["file_token"]
+        resp = requests.put(f"{self.url}/api/v2/parseDagFile/{token}", headers=self.headers, timeout=30)
+        assert resp.ok, f"reparsing {dag_id}: {resp.status_code} {resp.text}"
+
     def dag_params(self, dag_id: str) -> dict:
         """The DAG's params as Airflow serialized them: {name: {"value": default, ...}}."""
         return self._call("GET", f"/dags/{dag_id}/details")["params"]

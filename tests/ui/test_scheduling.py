@@ -1,22 +1,30 @@
 """Scheduling for real: with the scheduler running, orders_daily_totals runs on its own
 schedule (shortened here with ORDERS_SCHEDULE) and commits; the commit's assets then
-start customer_totals_downstream; twophase_recovery runs on its own schedule too. What
-Airflow ran is read through its REST API (its metadata lives in the tests' own database,
+start customer_totals_downstream; twophase_recovery runs on its own schedule too, and at
+once when a commit dies half-way (its watcher in the triggerer). What Airflow ran is read
+through its REST API (its metadata lives in the tests' own database,
 tests/ui/conftest.py)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from datetime import datetime, timezone
 
+import psycopg2
 import pytest
 
 import running_airflow
 from airflow_api import AirflowApi
 from orders_sample.generate import generate
 from running_airflow import RECOVERED, UNPAUSED, airflow_env, unpause
-from support import orders_landing, stack
+from support import count_table_rows, header, make_df, make_spec, orders_landing, read_topic, stack
+from twophase.connections import Connections
 from twophase.log import PostgresLog
+from twophase.protocol import coordinator
+from twophase.protocol.states import State
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 SCHEDULE = "*/2 * * * *"
@@ -40,6 +48,7 @@ def scheduler_with_short_schedule(pg_dsn):
     stack("airflow-up", env=airflow_env(ORDERS_SCHEDULE=SCHEDULE))
     url, _, user, _, password = stack("login").split()
     api = unpause(url, user, password, SCHEDULED)
+    api.reparse("twophase_recovery")  # its watcher starts at a parse that finds it unpaused
     yield restarted, committed_before, api
     for dag_id in set(SCHEDULED) - set(UNPAUSED):  # as they were: paused
         api.pause(dag_id)
@@ -100,3 +109,45 @@ def test_the_recovery_dag_runs_on_its_own_schedule(scheduler_with_short_schedule
     runs = _wait_for("a scheduled run of twophase_recovery", lambda: [
         r for r in _runs(api, "twophase_recovery", epoch, "scheduled") if r[1] == "success"], timeout=300)
     assert runs
+
+
+COMMIT = "import sys; from twophase.connections import Connections; from twophase.log import PostgresLog; " \
+         "from twophase.protocol import coordinator; " \
+         "coordinator.commit(PostgresLog(Connections.from_env().pg_dsn), Connections.from_env(), sys.argv[1])"
+
+
+def test_a_commit_that_dies_half_way_is_finished_by_recovery_at_once(scheduler_with_short_schedule, pg_dsn,
+                                                                      kafka_bootstrap, spark, unique_name):
+    """The issue's case: the commit dies after the Kafka copy and before COMMIT PREPARED, so
+    Kafka's readers see the load and Postgres's do not. The recovery DAG's watcher sees the
+    load's driver gone and wakes it: the load commits in seconds, not at the next of its
+    10-minute runs."""
+    api, rows = scheduler_with_short_schedule[2], 50
+    table, topic = f"core_tests.{unique_name}", unique_name.replace("_", "-")
+    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+        cur.execute("create schema if not exists core_tests")
+        cur.execute(f"create table {table} (customer_id text, day date, orders int, revenue numeric(12, 2), "
+                    "note text, load_id text not null)")
+    log, conns = PostgresLog(pg_dsn), Connections.from_env()
+    spec = make_spec({"table": table, "topic": topic}, pipeline=RECOVERED)  # the pipeline its recovery watches
+    coordinator.begin(log, spec)
+    coordinator.prepare(log, conns, spec.load_id, make_df(spark, rows))
+    assert coordinator.vote(log, conns, spec.load_id).state == State.COMMITTING
+
+    killed = datetime.now(timezone.utc)
+    died = subprocess.run([sys.executable, "-c", COMMIT, spec.load_id], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TWOPHASE_FAILPOINT": "kafka.copy_committed"})
+    assert died.returncode == -9, died.stderr[-2000:]
+
+    def seen():
+        return (count_table_rows(pg_dsn, table, spec.load_id),
+                sum(1 for m in read_topic(kafka_bootstrap, topic) if header(m, "load_id") == spec.load_id))
+    assert log.get(spec.load_id).state == State.COMMITTING and seen() == (0, rows)  # half visible
+
+    _wait_for(f"load {spec.load_id} committed", lambda: log.get(spec.load_id).state == State.COMMITTED, timeout=180)
+    took = (datetime.now(timezone.utc) - killed).total_seconds()
+    assert seen() == (rows, rows)  # exactly once on both sides
+    # Woken by the watcher, not its 10-minute schedule (whose run could have come meanwhile).
+    _wait_for("a run of twophase_recovery woken after the kill", lambda: _runs(
+        api, "twophase_recovery", killed, "asset_triggered"), timeout=60)
+    print(f"committed by a woken recovery run {took:.0f} s after its commit died")
