@@ -5,6 +5,8 @@ Iceberg tables, as a two-phase commit. The core is plain Python (no Airflow impo
                    (lease), states, votes and the checks of every claim
     log/           the transaction log: one contract, its Postgres and in-memory forms
     participants/  the kinds of target, one folder each, their contract and their registry
+    sources/       what a load reads, fixed at begin and continued exactly by the next load
+                   (a folder of files, an in-memory list), their contract and registry
     spark/         the prepare job's frame, the staging pass on the executors, storage URIs
     audit/         the rules a pipeline measures on staged data
     gates/         a person's approval and the audit's quarantine, beside the protocol

@@ -13,6 +13,8 @@ from typing import Any
 
 from .errors import SpecError
 from .participants.kinds import KINDS
+from .sources.contract import Source
+from .sources.kinds import source_from_json, source_to_json
 
 __all__ = ["LoadSpec", "SpecError", "target_from_json", "target_to_json"]
 
@@ -43,6 +45,8 @@ class LoadSpec:
     data_interval: tuple[str, str] | None = None  # ISO timestamps
     input: dict[str, Any] = field(default_factory=dict)
     replaces: tuple[str, ...] = ()  # the committed loads of the interval this one replaces
+    source: Any = None  # where its input comes from (twophase.sources), or None: the job's own business
+    source_range: dict | None = None  # what it reads of the source, fixed at begin (sources.Range as JSON)
 
     def __post_init__(self):
         object.__setattr__(self, "targets", tuple(self.targets))
@@ -53,6 +57,9 @@ class LoadSpec:
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise SpecError(f"load {self.load_id} names the target(s) {twice} twice: each table and topic once")
+        if self.source is not None and not isinstance(self.source, Source):
+            raise SpecError(f"load {self.load_id}: its source must be a source of twophase.sources (a FilesSource, "
+                            f"...), got {self.source!r}")
 
     @property
     def mode(self) -> str:
@@ -72,7 +79,8 @@ class LoadSpec:
 
     def to_log(self) -> dict:
         """The form stored in the log's `participants` column."""
-        return {"targets": [target_to_json(t) for t in self.targets], "replaces": list(self.replaces)}
+        return {"targets": [target_to_json(t) for t in self.targets], "replaces": list(self.replaces),
+                **({"source": source_to_json(self.source)} if self.source is not None else {})}
 
     @classmethod
     def from_log(cls, row: dict) -> "LoadSpec":
@@ -88,4 +96,6 @@ class LoadSpec:
             load_id=row["load_id"], pipeline=row["pipeline"], run_id=row["run_id"], targets=targets,
             data_interval=None if interval == (None, None) else tuple(str(x) for x in interval),
             input=row.get("input") or {}, replaces=replaces,
+            source=source_from_json(stored["source"]) if stored.get("source") else None,
+            source_range=row.get("source_range"),
         )

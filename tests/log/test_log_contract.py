@@ -7,6 +7,7 @@ pipeline of its own, so tests on other workers (and their loads) are never in it
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 import uuid
 from datetime import timedelta
 
@@ -19,6 +20,7 @@ from twophase.participants.kafka import KafkaTarget
 from twophase.participants.postgres import PostgresTarget
 from twophase.protocol.states import IllegalTransition, State
 from twophase.protocol.votes import Vote
+from twophase.sources.memory import MemorySource
 from twophase.spec import LoadSpec
 
 TABLE, TOPIC = "shop.orders", "orders"
@@ -83,6 +85,37 @@ def test_begin_of_an_interval_plans_with_the_intervals_other_loads_and_may_refus
     load, created = log.begin(spec_of(pipeline, "run-2", interval=interval), plan=lambda others: spec_of(
         pipeline, "run-2", interval=interval))
     assert created and load.data_interval_start is not None
+
+
+def test_begin_of_a_sourced_load_fixes_its_range_with_the_sources_other_loads(log, pipeline):
+    source, other = MemorySource(f"{pipeline}-feed"), MemorySource(f"{pipeline}-other")
+
+    def sourced(run, src=source):
+        return replace(spec_of(pipeline, run), source=src)
+
+    def fixed_after(others, run, src=source):
+        seen.append([o.load_id for o in others])
+        return replace(sourced(run, src), source_range={"source": src.key, "kind": "memory",
+                                                        "position": {"start": len(others), "end": len(others) + 1}})
+
+    seen: list = []
+    first, created = log.begin(sourced("run-1"), fix=lambda others: fixed_after(others, "run-1"))
+    assert created and first.source == source.key and first.source_range["position"] == {"start": 0, "end": 1}
+    assert first.spec().source == source and first.spec().source_range == first.source_range
+    log.begin(sourced("run-x", other), fix=lambda others: fixed_after(others, "run-x", other))
+    def refuse(others):
+        seen.append([o.load_id for o in others])
+        raise RuntimeError("refused")
+
+    with pytest.raises(RuntimeError, match="refused"):
+        log.begin(sourced("run-2"), fix=refuse)
+    with pytest.raises(UnknownLoad):
+        log.get(load_id_for(pipeline, "run-2"))
+    second, _ = log.begin(sourced("run-2"), fix=lambda others: fixed_after(others, "run-2"))
+    assert second.source_range["position"] == {"start": 1, "end": 2}
+    again, created = log.begin(sourced("run-2"), fix=lambda others: pytest.fail("a begun load is not fixed again"))
+    assert not created and again == second
+    assert seen == [[], [], [first.load_id], [first.load_id]], "fix sees the other loads of the same source only"
 
 
 def test_an_unknown_load_is_refused_by_every_rule_and_read_as_unknown(log, pipeline):

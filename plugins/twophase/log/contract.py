@@ -68,14 +68,18 @@ class TransactionLog(ABC):
         """Create or upgrade the log's storage, idempotently; its schema version."""
 
     @abstractmethod
-    def begin(self, spec: LoadSpec, plan: Callable[[list[Load]], LoadSpec] | None = None) -> tuple[Load, bool]:
+    def begin(self, spec: LoadSpec, plan: Callable[[list[Load]], LoadSpec] | None = None,
+              fix: Callable[[list[Load]], LoadSpec] | None = None) -> tuple[Load, bool]:
         """Write the load's row in state PREPARING, before anything is staged.
 
         Idempotent: a retried begin finds the row and returns it with created=False.
         For a new load with a data interval, `plan` is called with the pipeline's other
         loads of the same interval (oldest first), under a lock that serializes begins of
         that interval; it returns the spec to log, or raises to refuse the load (nothing is
-        written)."""
+        written). Then, for a new load with a source, `fix` is called with the other loads
+        of the same source (its key; any pipeline; oldest first) under a lock that
+        serializes begins of that source; it returns the spec to log with the range it
+        reads (`source_range`), or raises to refuse the load."""
 
     @abstractmethod
     def get(self, load_id: str) -> Load:

@@ -98,7 +98,8 @@ class MemoryLog(TransactionLog):
     def ensure_schema(self) -> int:
         return len(MIGRATIONS)
 
-    def begin(self, spec: LoadSpec, plan: Callable[[list[Load]], LoadSpec] | None = None) -> tuple[Load, bool]:
+    def begin(self, spec: LoadSpec, plan: Callable[[list[Load]], LoadSpec] | None = None,
+              fix: Callable[[list[Load]], LoadSpec] | None = None) -> tuple[Load, bool]:
         interval = spec.data_interval or (None, None)
         with self._lock:
             if spec.load_id in self._loads:
@@ -109,6 +110,10 @@ class MemoryLog(TransactionLog):
                     r for r in self._loads.values() if r["pipeline"] == spec.pipeline
                     and r["data_interval_start"] == start and r["load_id"] != spec.load_id)]
                 spec = plan(others)
+            key = spec.source.key if spec.source is not None else None
+            if fix is not None and key is not None:
+                spec = fix([self._load(r) for r in self._by_began(
+                    r for r in self._loads.values() if r["source"] == key and r["load_id"] != spec.load_id)])
             now = self._clock()
             self._loads[spec.load_id] = dict(
                 load_id=spec.load_id, pipeline=spec.pipeline, run_id=spec.run_id, state=State.PREPARING.value,
@@ -117,7 +122,7 @@ class MemoryLog(TransactionLog):
                 data_interval_start=start, data_interval_end=_timestamp(interval[1]),
                 began_at=now, prepared_at=None, decided_at=None, finished_at=None, updated_at=now,
                 prepare_attempt=0, exposed_at=None, audit=None, approval=None, outcomes=None,
-                driver=None, driver_until=None)
+                driver=None, driver_until=None, source=key, source_range=_json(spec.source_range))
             self._transitions[spec.load_id] = [Transition(None, State.PREPARING.value, None, now)]
             return self.get(spec.load_id), True
 

@@ -135,14 +135,10 @@ class PostgresLog(TransactionLog):
         cur.execute("select coalesce(max(version), 0) as v from twophase.schema_version")
         return cur.fetchone()["v"]
 
-    def begin(self, spec: LoadSpec, plan: Callable[[list[Load]], LoadSpec] | None = None) -> tuple[Load, bool]:
-        """Write the load's row in state PREPARING, before anything is staged.
-
-        Idempotent: a retried begin finds the row and returns it with created=False.
-        For a new load with a data interval, `plan` is called with the pipeline's other
-        loads of the same interval, under a lock that serializes begins of that interval;
-        it returns the spec to log, or raises to refuse the load (nothing is written).
-        """
+    def begin(self, spec: LoadSpec, plan: Callable[[list[Load]], LoadSpec] | None = None,
+              fix: Callable[[list[Load]], LoadSpec] | None = None) -> tuple[Load, bool]:
+        """See TransactionLog.begin. The locks are transaction-scoped advisory locks, the
+        interval's first, then the source's."""
         interval = spec.data_interval or (None, None)
         with self._cursor() as cur:
             privileges.require(cur, WRITER_GRANTS)  # before anything is written
@@ -156,13 +152,20 @@ class PostgresLog(TransactionLog):
                 cur.execute("select * from twophase.loads where pipeline = %s and data_interval_start = %s "
                             "and load_id <> %s order by began_at", (spec.pipeline, interval[0], spec.load_id))
                 spec = plan([Load.from_row(r) for r in cur.fetchall()])
+            key = spec.source.key if spec.source is not None else None
+            if fix is not None and key is not None:
+                cur.execute("select pg_advisory_xact_lock(hashtext('twophase.source'), hashtext(%s))", (key,))
+                cur.execute("select * from twophase.loads where source = %s and load_id <> %s order by began_at",
+                            (key, spec.load_id))
+                spec = fix([Load.from_row(r) for r in cur.fetchall()])
             cur.execute(
                 """insert into twophase.loads (load_id, pipeline, run_id, data_interval_start,
-                       data_interval_end, state, participants, input)
-                   values (%s, %s, %s, %s, %s, %s, %s, %s)
+                       data_interval_end, state, participants, input, source, source_range)
+                   values (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
                    on conflict (load_id) do nothing returning load_id""",
                 (spec.load_id, spec.pipeline, spec.run_id, interval[0], interval[1], State.PREPARING.value,
-                 json.dumps(spec.to_log()), json.dumps(spec.input)),
+                 json.dumps(spec.to_log()), json.dumps(spec.input), key,
+                 None if spec.source_range is None else json.dumps(spec.source_range)),
             )
             created = cur.fetchone() is not None
             if created:

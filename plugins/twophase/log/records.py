@@ -38,6 +38,8 @@ class Load:
     outcomes: dict | None = None  # participant -> its commit's {kind, seconds, count}; None: not committed
     driver: str | None = None   # who drives the load's phase 2 now (TransactionLog.claim_driver)
     driver_until: datetime | None = None  # when that driver's lease ends unless renewed
+    source: str | None = None   # its source's key (twophase.sources), when it has one
+    source_range: dict | None = None  # what it reads of the source, fixed at begin (sources.Range as JSON)
 
     @property
     def attempt(self) -> int:

@@ -110,6 +110,13 @@ MIGRATIONS = [
     alter table twophase.loads add column driver text;
     alter table twophase.loads add column driver_until timestamptz;
     """,
+    # What a load reads of its source, fixed at begin (twophase/sources): the source's key,
+    # so the next load of it continues where the last committed one ended.
+    """
+    alter table twophase.loads add column source text;
+    alter table twophase.loads add column source_range jsonb;
+    create index loads_source on twophase.loads (source, began_at) where source is not null;
+    """,
 ]
 
 # What a role that runs loads needs on the log (its schema made and migrated by an admin):

@@ -29,6 +29,7 @@ from ..errors import ServerUnreachable, Terminal, Transient, root_cause
 from ..log import Load, StateConflict, Superseded, TransactionLog
 from ..participants import commit_order
 from ..participants.contract import Participant, outcome_of, servers_of
+from ..sources import Range, SourceError
 from ..spec import LoadSpec
 from . import lease
 from .outcome import Kind, Outcome
@@ -63,6 +64,11 @@ class IntervalBusy(Terminal):
     """Another load of the same pipeline and data interval is still in flight."""
 
 
+class SourceBusy(Terminal):
+    """Another load of the same source is still in flight: the next range starts where it
+    ends, once it committed or aborted."""
+
+
 @contextmanager
 def step(log: TransactionLog, load_id: str, conns: Connections):
     """Reads the load once and builds its participants for one step: yields (load,
@@ -79,7 +85,7 @@ def step(log: TransactionLog, load_id: str, conns: Connections):
         raise RetryLater(str(exc)) from None
 
 
-def begin(log: TransactionLog, spec: LoadSpec) -> Load:
+def begin(log: TransactionLog, spec: LoadSpec, conns: Connections | None = None) -> Load:
     """Log the load (state PREPARING) before anything is staged. Idempotent.
 
     Exactly once per data interval (when the spec has one), decided atomically with
@@ -89,9 +95,16 @@ def begin(log: TransactionLog, spec: LoadSpec) -> Load:
     - replace mode: the load records which committed loads it replaces, and each target
       marks them its own way (a topic's records get headers `twophase.mode: replace` and
       `twophase.replaces: <load ids>`, so consumers can drop what it replaces).
+    Exactly once per source (when the spec has one, read through `conns`), decided
+    atomically with the other begins of that source:
+    - another load of the source still in flight: SourceBusy, nothing logged;
+    - else the source fixes the range the load reads: what follows the committed loads'
+      ranges (an aborted load's range is read again), checked to continue them without a
+      gap or an overlap (SourceError naming it, nothing logged), and logged with the load.
     """
     log.ensure_schema()
-    load, _created = log.begin(spec, plan=lambda others: _plan(spec, others))
+    load, _created = log.begin(spec, plan=lambda others: _plan(spec, others),
+                               fix=lambda others: _fix(spec, others, conns))
     return load
 
 
@@ -106,6 +119,23 @@ def _plan(spec: LoadSpec, others: list[Load]) -> LoadSpec:
             raise AlreadyCommitted(committed[-1])
         return spec
     return spec.replacing([o.load_id for o in committed])
+
+
+def _fix(spec: LoadSpec, others: list[Load], conns: Connections | None) -> LoadSpec:
+    """The spec with its source's range fixed (see begin); `others`: the source's other loads."""
+    busy = [o for o in others if o.state not in TERMINAL]
+    if busy:
+        raise SourceBusy("; ".join(f"load {o.load_id} of the same source ({spec.source.key}) is {o.state}"
+                                   for o in busy) + ": wait for it to end (twophase_recovery resolves a crashed one)")
+    committed = [Range.from_json(o.source_range) for o in others if o.state == State.COMMITTED]
+    reader = spec.source.open(conns)
+    fixed = reader.fix(committed)
+    if fixed.source != spec.source.key:
+        raise SourceError(f"{spec.source.key}: its range names another source, {fixed.source}")
+    wrong = reader.follows(committed, fixed)
+    if wrong:
+        raise SourceError("the range fixed for the load does not continue the committed ones: " + "; ".join(wrong))
+    return replace(spec, source_range=fixed.to_json())
 
 
 def prepare(log: TransactionLog, conns: Connections, load_id: str, df, metrics: dict | None = None,
@@ -135,13 +165,26 @@ def prepare(log: TransactionLog, conns: Connections, load_id: str, df, metrics: 
     parts = conns.participants(load.spec(), attempt)
     try:
         with servers_of(parts):
-            return _prepare(log, load, parts, df, metrics, stage, attempt)
+            return _prepare(log, conns, load, parts, df, metrics, stage, attempt)
     except StateConflict:
         raise
     except Exception as exc:
         _raise_if_superseded(log, load_id, attempt, parts, exc)
         record_prepare_error(log, load_id, exc, attempt)
         raise
+
+
+def _still_as_fixed(load: Load, conns: Connections) -> None:
+    """After the job read its input: the source's range still reads as it was fixed at
+    begin (no file grew or vanished, no record was deleted meanwhile), else SourceError
+    naming what changed, and the prepare fails."""
+    source = load.spec().source
+    if source is None or load.source_range is None:
+        return
+    changed = source.open(conns).changed(Range.from_json(load.source_range))
+    if changed:
+        raise SourceError("the input changed while the load read it: " + "; ".join(changed[:20])
+                          + (f"; ... and {len(changed) - 20} more" if len(changed) > 20 else ""))
 
 
 def _raise_if_superseded(log: TransactionLog, load_id: str, attempt: int, parts: list[Participant],
@@ -171,8 +214,8 @@ def record_prepare_error(log: TransactionLog, load_id: str, exc: BaseException, 
     return cause
 
 
-def _prepare(log: TransactionLog, load: Load, parts: list[Participant], df, metrics: dict | None,
-             stage, attempt: int) -> dict[str, Vote]:
+def _prepare(log: TransactionLog, conns: Connections, load: Load, parts: list[Participant], df,
+             metrics: dict | None, stage, attempt: int) -> dict[str, Vote]:
     if stage is None:
         from ..spark.stage import stage
 
@@ -180,6 +223,7 @@ def _prepare(log: TransactionLog, load: Load, parts: list[Participant], df, metr
     frames = df if isinstance(df, dict) else {"": df}
     stagings = {p.name: p.stage({name: list(frame.columns) for name, frame in frames.items()}) for p in parts}
     staged = stage(frames, stagings)
+    _still_as_fixed(load, conns)
     try:
         log.set_expected(load_id, staged.expected, metrics, rows=staged.expected.get(load.spec().targets[0].name),
                          attempt=attempt)

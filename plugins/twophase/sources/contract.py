@@ -1,0 +1,113 @@
+"""The source contract: what a load reads, fixed before anything is read.
+
+A *source* is where a pipeline's input comes from (a Kafka topic, a landing folder of
+files, an in-memory list in tests). At begin it *fixes* the load's input: which records or
+files the load reads, as plain data (its `Range`), logged with the load before the job
+reads anything. The job then reads exactly that range; the committed load's range is what
+it consumed. The next load's range starts where the last *committed* load's ended: a load
+that aborted or crashed leaves its range to the next one, and committed ranges never
+overlap and leave no gap. One load of a source is in flight at a time (the log refuses a
+second: SourceBusy).
+
+    begin task   fix(committed) -> Range   the next range, after the committed ones
+    coordinator  follows(committed, fixed) why `fixed` does not continue the committed
+                                           ranges (a gap or an overlap), [] when it does
+    prepare      changed(fixed)            why the range no longer reads as fixed (a file
+                                           that grew or vanished, offsets deleted by
+                                           retention), [] when it still does
+    status       lag(committed)            records or files not yet read by a committed
+                                           load (None: cannot tell now)
+
+A source is plain data (a dataclass, like a target) stored with the load's spec, so
+recovery, `show` and the Transactions page rebuild it without the pipeline's code. Its
+hooks that need a server take it in the constructor of a *reader* (`open(conns)`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import Terminal
+
+
+class SourceError(Terminal):
+    """The input cannot be read exactly once: it changed after it was fixed, records were
+    deleted before they were read, the source was re-created. The load fails naming it."""
+
+
+@dataclass(frozen=True)
+class Range:
+    """What one load reads of its source, fixed at begin (logged as JSON).
+
+    - source: the source's key (the same for every load of that source);
+    - kind: the source's kind;
+    - position: the kind's own description of what is read (offsets per partition, a
+      listing of files): compared by `follows` and read by the job;
+    - records: how many records or files it holds, when the source can tell at begin;
+    - note: what a person should know about it (a cap reached, partitions added).
+    """
+
+    source: str
+    kind: str
+    position: dict[str, Any] = field(default_factory=dict)
+    records: int | None = None
+    note: str = ""
+
+    @property
+    def empty(self) -> bool:
+        return self.records == 0
+
+    def to_json(self) -> dict:
+        return {"source": self.source, "kind": self.kind, "position": self.position, "records": self.records,
+                "note": self.note}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Range":
+        return cls(data["source"], data["kind"], dict(data.get("position") or {}), data.get("records"),
+                   data.get("note", ""))
+
+
+class SourceReader(ABC):
+    """A source's hooks, with the servers they need (see the module doc)."""
+
+    @abstractmethod
+    def fix(self, committed: list[Range]) -> Range:
+        """The next load's range: what follows the committed loads' ranges (oldest first;
+        none yet: the source's configured start). SourceError when that cannot be read
+        exactly once (the next records were deleted, the source was re-created)."""
+
+    @abstractmethod
+    def follows(self, committed: list[Range], fixed: Range) -> list[str]:
+        """Why `fixed` does not continue the committed ranges (oldest first) exactly: a gap
+        or an overlap, each named. [] when it does."""
+
+    @abstractmethod
+    def changed(self, fixed: Range) -> list[str]:
+        """Why the range no longer reads as it was fixed, each named; [] when it does."""
+
+    @abstractmethod
+    def lag(self, committed: list[Range]) -> int | None:
+        """Records or files after the last committed range, now; None when unknown."""
+
+
+class Source(ABC):
+    """A source as plain data: what a load's spec stores (see the module doc)."""
+
+    kind: str = ""
+
+    @property
+    @abstractmethod
+    def key(self) -> str:
+        """The source's identity across loads: loads with the same key continue each
+        other's ranges, one at a time."""
+
+    @abstractmethod
+    def open(self, conns) -> SourceReader:
+        """The hooks, with the servers of `conns` (twophase.connections.Connections)."""
+
+    def describe(self, fixed: Range) -> str:
+        """One line on what the load reads."""
+        count = "" if fixed.records is None else f"{fixed.records} record(s)"
+        return f"{self.key}: {count or 'a range'}" + (f" ({fixed.note})" if fixed.note else "")

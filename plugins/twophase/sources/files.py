@@ -1,0 +1,134 @@
+"""A folder of files as a source: the listing a load reads (each file's URI, size and
+modification time) is fixed at begin, and a file that changes or vanishes after that fails
+the load, named.
+
+Two modes:
+- `interval`: the folder of the load's data interval (the DAG names it, e.g.
+  `.../date=2026-11-20`): every load of it reads the whole listing (a replace load reads
+  it again); the data interval already makes it exactly once.
+- `new`: one landing folder; each load reads the files no committed load of the source
+  read, at most `cap` of them (oldest first), so each file is loaded exactly once whenever
+  it lands, an aborted load's files included. A file is known by its URI: one that is
+  rewritten under a name already loaded is not loaded again (and `lag` does not count it).
+
+The folder's own files are read. Hidden ones (a name starting with '_' or '.', Hadoop's
+mark of markers and files still being written) and files in subfolders are not: each is
+listed in the range with why (`skipped`), for the vote's gate and for people.
+
+Folders are storage URIs (file://, s3://, hdfs://; a plain absolute path is a local one;
+s3a:// is read as s3://), listed with pyarrow's file systems: the begin task needs no JVM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .contract import Range, Source, SourceError, SourceReader
+
+MODES = ("interval", "new")
+
+
+@dataclass(frozen=True)
+class FilesSource(Source):
+    folder: str
+    mode: str = "new"
+    cap: int = 0  # at most this many files per load in mode new (0: all there are)
+    kind = "files"
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise SourceError(f"files source {self.folder}: mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if not isinstance(self.cap, int) or self.cap < 0:
+            raise SourceError(f"files source {self.folder}: cap must be a whole number >= 0, got {self.cap!r}")
+
+    @property
+    def key(self) -> str:
+        return f"files:{self.folder.rstrip('/')}"
+
+    def open(self, conns=None) -> "FilesReader":
+        return FilesReader(self)
+
+
+def _file_system(uri: str):
+    import pyarrow.fs as pafs
+
+    if uri.startswith("/"):
+        uri = f"file://{uri}"
+    if uri.startswith("s3a://"):
+        uri = "s3://" + uri[len("s3a://"):]
+    return pafs.FileSystem.from_uri(uri)
+
+
+class FilesReader(SourceReader):
+    def __init__(self, source: FilesSource):
+        self.source = source
+
+    def listing(self) -> tuple[list[list], list[list]]:
+        """([uri, size, mtime_ns] of each file read, sorted by modification time then URI;
+        [name relative to the folder, size, why not read] of each skipped one)."""
+        import pyarrow.fs as pafs
+
+        fs, root = _file_system(self.source.folder)
+        found = fs.get_file_info(root)
+        if found.type == pafs.FileType.NotFound:
+            raise SourceError(f"{self.source.key}: the folder does not exist")
+        if found.type != pafs.FileType.Directory:
+            raise SourceError(f"{self.source.key}: it is a file, not a folder")
+        prefix = root.rstrip("/") + "/"
+        base = self.source.folder.rstrip("/") + "/"
+        read, skipped = [], []
+        for info in fs.get_file_info(pafs.FileSelector(root, recursive=True)):
+            if info.type != pafs.FileType.File:
+                continue
+            relative = info.path[len(prefix):]
+            parts = relative.split("/")
+            if len(parts) > 1:
+                skipped.append([relative, info.size, f"in the subfolder {'/'.join(parts[:-1])}/ (only the folder's "
+                                                     "own files are read)"])
+            elif relative.startswith(("_", ".")):
+                skipped.append([relative, info.size, "hidden name (starts with '_' or '.': a marker or a file being "
+                                                     "written)"])
+            else:
+                read.append([base + relative, info.size, info.mtime_ns])
+        return sorted(read, key=lambda f: (f[2], f[0])), sorted(skipped)
+
+    def fix(self, committed: list[Range]) -> Range:
+        read, skipped = self.listing()
+        note = ""
+        if self.source.mode == "new":
+            done = _uris(committed)
+            new = [f for f in read if f[0] not in done]
+            read = new[:self.source.cap] if self.source.cap else new
+            if len(read) < len(new):
+                note = f"capped at {self.source.cap} file(s): {len(new) - len(read)} left for the next load"
+        return Range(self.source.key, self.source.kind, {"files": read, "skipped": skipped}, len(read), note)
+
+    def follows(self, committed: list[Range], fixed: Range) -> list[str]:
+        if self.source.mode != "new":
+            return []
+        again = sorted(_uris([fixed]) & _uris(committed))
+        return [f"{self.source.key}: {uri} was read by a committed load (an overlap)" for uri in again[:20]] + (
+            [f"... and {len(again) - 20} more"] if len(again) > 20 else [])
+
+    def changed(self, fixed: Range) -> list[str]:
+        fs, _ = _file_system(self.source.folder)
+        problems = []
+        for uri, size, mtime in fixed.position.get("files", []):
+            _, path = _file_system(uri)
+            info = fs.get_file_info(path)
+            if info.size is None:
+                problems.append(f"{uri} vanished after the load listed it")
+            elif (info.size, info.mtime_ns) != (size, mtime):
+                problems.append(f"{uri} changed after the load listed it: {size} bytes then, {info.size} now"
+                                + ("" if info.size != size else " (rewritten)"))
+        return problems
+
+    def lag(self, committed: list[Range]) -> int | None:
+        if self.source.mode != "new":
+            return None
+        done = _uris(committed)
+        return sum(1 for f in self.listing()[0] if f[0] not in done)
+
+
+def _uris(ranges: list[Range]) -> set[str]:
+    return {f[0] for r in ranges for f in r.position.get("files", [])}

@@ -1,0 +1,126 @@
+"""A load's source (twophase/sources) through the real coordinator: begin fixes the range
+and logs it, one load of a source at a time, the next load continues the last committed
+one (an aborted load's range is read again), a source whose range does not continue the
+committed ones is refused, and a range that changed while it was read fails the prepare.
+In-memory log, participants and source (test_coordinator.py)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from test_coordinator import Conns, make_spec, visible
+from twophase.log import MemoryLog
+from twophase.participants.memory import LocalFrame, LocalStage, MemoryStore
+from twophase.protocol import coordinator
+from twophase.protocol.states import State
+from twophase.sources import Range, SourceError
+from twophase.sources.memory import FEED, MemoryReader, MemorySource
+from twophase.spec import LoadSpec
+
+
+def sourced(name: str, run_id: str, cap: int = 0, source=None) -> LoadSpec:
+    return replace(make_spec(run_id), source=source or MemorySource(name, cap))
+
+
+def job(spec_load) -> LocalFrame:
+    """What the pipeline's job does: read exactly the load's range, one row per record."""
+    fixed = Range.from_json(spec_load.source_range)
+    records = spec_load.spec().source.open().read(fixed)
+    return LocalFrame.of_rows([{"customer_id": f"c{r}", "amount": r} for r in records] or [], partitions=2)
+
+
+def run(log, conns, spec, abort: bool = False):
+    load = coordinator.begin(log, spec)
+    coordinator.prepare(log, conns, spec.load_id, job(load), stage=LocalStage())
+    if abort:
+        coordinator.vote(log, conns, spec.load_id, rules=[lambda *_: "the test rolls it back"])
+    else:
+        coordinator.vote(log, conns, spec.load_id)
+    decided = log.get(spec.load_id)
+    if decided.state == State.COMMITTING:
+        coordinator.commit(log, conns, spec.load_id)
+    else:
+        coordinator.rollback(log, conns, spec.load_id)
+    return log.get(spec.load_id)
+
+
+def test_begin_fixes_the_range_and_logs_it_with_the_source(tmp_path):
+    name = tmp_path.name
+    FEED.append(name, *range(5))
+    log = MemoryLog()
+    load = coordinator.begin(log, sourced(name, "r1"))
+    assert load.source == f"memory:{name}"
+    assert Range.from_json(load.source_range) == Range(f"memory:{name}", "memory", {"start": 0, "end": 5}, 5)
+    assert load.spec().source == MemorySource(name)
+
+
+def test_one_load_of_a_source_at_a_time(tmp_path):
+    name = tmp_path.name
+    FEED.append(name, *range(3))
+    log = MemoryLog()
+    first = coordinator.begin(log, sourced(name, "r1"))
+    with pytest.raises(coordinator.SourceBusy, match=f"load {first.load_id} of the same source .* is PREPARING"):
+        coordinator.begin(log, sourced(name, "r2"))
+    assert [x.load_id for x in log.recent()] == [first.load_id]  # nothing logged for the second
+
+
+def test_loads_read_every_record_exactly_once_across_aborts_and_a_cap(tmp_path):
+    """Twenty loads while the source grows, a third of them rolled back, at most 7 records
+    each: the committed loads' ranges are contiguous and hold every record once."""
+    name, rng = tmp_path.name, random.Random(7)
+    log, store = MemoryLog(), MemoryStore()
+    conns = Conns(store)
+    total, committed = 0, []
+    for i in range(20):
+        grown = rng.randint(0, 9)
+        FEED.append(name, *range(total, total + grown))
+        total += grown
+        load = run(log, conns, sourced(name, f"r{i}", cap=7), abort=rng.random() < 0.33)
+        fixed = Range.from_json(load.source_range)
+        assert load.state in (State.COMMITTED, State.ABORTED)
+        assert visible(conns, load.load_id)["shop.orders"] == (fixed.records if load.state == State.COMMITTED else 0)
+        if load.state == State.COMMITTED:
+            committed.append(fixed)
+    ends = [(r.position["start"], r.position["end"]) for r in committed]
+    assert all(a[1] == b[0] for a, b in zip(ends, ends[1:])), ends  # no gap, no overlap
+    assert sum(r.records for r in committed) == ends[-1][1] and ends[0][0] == 0
+    assert MemorySource(name).open().lag(committed) == total - ends[-1][1]
+
+
+class Skipping(MemorySource):
+    """A source whose fix skips the first record after the last committed range."""
+
+    def open(self, conns=None, feed=None):
+        reader = MemoryReader(self, feed or FEED)
+        fix = reader.fix
+        reader.fix = lambda committed: replace(fix(committed), position={
+            "start": fix(committed).position["start"] + 1, "end": fix(committed).position["end"]})
+        return reader
+
+
+def test_a_source_whose_range_does_not_continue_the_committed_ones_is_refused(tmp_path):
+    name = tmp_path.name
+    FEED.append(name, *range(4))
+    log = MemoryLog()
+    lying = Skipping(name)
+    with pytest.raises(SourceError, match=r"does not continue the committed ones: memory:\S+: positions 0..0 would "
+                                          "never be read"):
+        coordinator.begin(log, sourced(name, "r1", source=lying))
+    assert log.recent() == []
+
+
+def test_a_range_that_changed_while_it_was_read_fails_the_prepare_and_the_vote_aborts(tmp_path):
+    name = tmp_path.name
+    FEED.append(name, *range(4))
+    log, conns = MemoryLog(), Conns(MemoryStore())
+    spec = sourced(name, "r1")
+    load = coordinator.begin(log, spec)
+    frame = job(load)
+    FEED.trim(name, 2)  # a retention deleted two records the job was to read
+    with pytest.raises(SourceError, match=r"the input changed while the load read it: .*records 0..1 were deleted"):
+        coordinator.prepare(log, conns, spec.load_id, frame, stage=LocalStage())
+    decided = coordinator.vote(log, conns, spec.load_id)
+    assert decided.state == State.ABORTING and "records 0..1 were deleted" in decided.reason
