@@ -10,7 +10,8 @@ from twophase.sources import Range
 from twophase.sources.files import FilesSource
 from twophase.sources.memory import MemoryFeed, MemorySource
 
-FEEDS = ("memory", "files")  # the serverless ones; the Kafka one joins with the stack
+FEEDS = ("memory", "files", "kafka")
+SERVERLESS = ("memory", "files")
 
 
 class MemorySourceFeed:
@@ -65,9 +66,85 @@ class FilesSourceFeed:
             f.write('{"n": -1}\n')
 
 
-def feed_for(kind: str, tmp_path: Path, cap: int = 0):
+class KafkaSourceFeed:
+    """A fresh topic of three partitions; records are "0", "1"... (no key: spread over the
+    partitions), each sent in a transaction of its own, so the topic's offsets hold
+    transaction markers between them, as a transactional producer's do."""
+
+    PARTITIONS = 3
+
+    def __init__(self, bootstrap: str, topic: str, cap: int = 0):
+        from confluent_kafka import Producer
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        from twophase.connections import Connections
+        from twophase.sources.kafka import KafkaSource
+
+        self.bootstrap, self.topic, self.count = bootstrap, topic, 0
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, self.PARTITIONS, 1)])[topic].result()
+        self.admin = admin
+        self.producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"feed-{topic}"})
+        self.producer.init_transactions(30)
+        self.source = KafkaSource(topic, group=f"feed-{topic}", cap=cap)
+        self.reader = self.source.open(Connections("", kafka_bootstrap=bootstrap))
+        self.unit = "record"
+
+    def add(self, n: int) -> None:
+        for _ in range(n):
+            self.producer.begin_transaction()
+            self.producer.produce(self.topic, str(self.count).encode())
+            self.producer.commit_transaction(30)
+            self.count += 1
+
+    def read(self, fixed: Range) -> list:
+        from confluent_kafka import Consumer, TopicPartition
+
+        spans = {int(p): span for p, span in fixed.position["partitions"].items() if span[0] < span[1]}
+        if not spans:
+            return []
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"read-{self.topic}",
+                             "isolation.level": "read_committed", "enable.auto.commit": False})
+        try:
+            consumer.assign([TopicPartition(self.topic, p, a) for p, (a, _) in spans.items()])
+            seen, idle = [], 0
+            while idle < 3:
+                msg = consumer.poll(0.5)
+                if msg is None or msg.error():
+                    # A range may end on a transaction marker, which is never delivered: done
+                    # when every partition's position reached its end, or nothing came for 1.5 s.
+                    positions = consumer.position([TopicPartition(self.topic, p) for p in spans])
+                    if all(tp.offset >= spans[tp.partition][1] for tp in positions):
+                        break
+                    idle += 1
+                    continue
+                idle = 0
+                if msg.offset() < spans[msg.partition()][1]:
+                    seen.append(msg.value().decode())
+            return seen
+        finally:
+            consumer.close()
+
+    def change(self, fixed: Range) -> None:
+        """Make the range no longer read as fixed: retention deletes the first record of
+        its first partition with records."""
+        from confluent_kafka import TopicPartition
+
+        p, (start, _) = next((int(p), span) for p, span in sorted(fixed.position["partitions"].items())
+                             if span[0] < span[1])
+        self.admin.delete_records([TopicPartition(self.topic, p, start + 1)])[TopicPartition(
+            self.topic, p, start + 1)].result()
+
+    def close(self) -> None:
+        self.admin.delete_topics([self.topic])
+
+
+def feed_for(kind: str, tmp_path: Path, cap: int = 0, request=None):
     if kind == "memory":
         return MemorySourceFeed(tmp_path.name, cap)
     if kind == "files":
         return FilesSourceFeed(tmp_path / "landing", cap)
+    if kind == "kafka":
+        return KafkaSourceFeed(request.getfixturevalue("kafka_bootstrap"),
+                               request.getfixturevalue("unique_name").replace("_", "-"), cap)
     raise ValueError(f"no feed of kind {kind!r}")

@@ -89,7 +89,9 @@ class SourceReader(ABC):
 
     @abstractmethod
     def lag(self, committed: list[Range]) -> int | None:
-        """Records or files after the last committed range, now; None when unknown."""
+        """Records or files after the last committed range, now; an upper bound where the
+        source cannot count them exactly (Kafka counts offsets, transaction markers too);
+        None when unknown."""
 
 
 class Source(ABC):

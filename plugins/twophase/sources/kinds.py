@@ -7,9 +7,10 @@ from dataclasses import asdict
 
 from ..errors import SpecError
 from .files import FilesSource
+from .kafka import KafkaSource
 from .memory import MemorySource
 
-SOURCES = {cls.kind: cls for cls in (MemorySource, FilesSource)}
+SOURCES = {cls.kind: cls for cls in (MemorySource, FilesSource, KafkaSource)}
 
 
 def source_to_json(source) -> dict:
