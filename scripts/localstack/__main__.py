@@ -6,7 +6,7 @@ import os
 import shlex
 import sys
 
-from . import airflow, airflow_services, browser, cluster, iceberg_sql, kafka, postgres, spark_home
+from . import airflow, airflow_services, browser, cluster, iceberg_sql, kafka, postgres, spark_home, spark_jars
 from .proc import StackError
 from .settings import venv_bin
 
@@ -42,6 +42,7 @@ def main(argv: list[str]) -> int:
     if cmd == "up":
         postgres.up()
         kafka.up()
+        spark_jars.ensure()
         airflow.up({**os.environ, **shell_environment()})
         print(status_text())
     elif cmd == "airflow-up":

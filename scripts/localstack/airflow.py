@@ -15,7 +15,7 @@ from contextlib import closing
 
 import psycopg2
 
-from . import postgres, secrets
+from . import postgres, secrets, spark_jars
 from .proc import StackError
 from .settings import (AIRFLOW_DB, CONN_ICEBERG, CONN_KAFKA, CONN_POSTGRES, CONN_REPORTING, CONN_SPARK,
                        ICEBERG_CATALOG_NAME, ICEBERG_DB, PIPELINE_DB, PIPELINE_ROLE, REPORTING_DB, ROOT, Ports,
@@ -46,6 +46,7 @@ def environment() -> dict[str, str]:
     password = secrets.load()["pipeline_password"]
     kafka_bootstrap = f"127.0.0.1:{ports.kafka}"
     venv_python = str(venv_bin() / "python")
+    spark_jars_list = ",".join(spark_jars.ensure())
     return {
         "TWOPHASE_PG_DSN": postgres.dsn(ports.postgres, PIPELINE_DB),
         "TWOPHASE_KAFKA_BOOTSTRAP": kafka_bootstrap,
@@ -81,8 +82,10 @@ def environment() -> dict[str, str]:
         # local[*], or TWOPHASE_SPARK_MASTER (scripts/test: local[1], see there).
         f"AIRFLOW_CONN_{CONN_SPARK.upper()}": json.dumps({
             "conn_type": "spark", "host": os.environ.get("TWOPHASE_SPARK_MASTER") or "local[*]",
-            "extra": {"spark.pyspark.python": venv_python, **_driver_java()},
+            "extra": {"spark.pyspark.python": venv_python, **_driver_java(), "spark.jars": spark_jars_list},
         }),
+        # Spark's Kafka connector for sessions started in a process (tests, scripts).
+        "TWOPHASE_SPARK_JARS": spark_jars_list,
         # For Spark sessions started in-process and spark-submits run by hand (tests, scripts):
         # their Python workers must use the project's interpreter (pyarrow, psycopg2, ...).
         "PYSPARK_PYTHON": venv_python,

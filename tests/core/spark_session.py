@@ -41,8 +41,10 @@ def stop_spark(session) -> None:
 
 def java_options(builder):
     """The builder with the driver JVM's options of TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS, when
-    set (scripts/test sets them: a short-lived JVM's start on less CPU)."""
-    options = os.environ.get("TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS")
+    set (scripts/test sets them: a short-lived JVM's start on less CPU), and the stack's
+    jars (TWOPHASE_SPARK_JARS: Spark's Kafka connector, for a Kafka source)."""
+    options, jars = os.environ.get("TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS"), os.environ.get("TWOPHASE_SPARK_JARS")
+    builder = builder.config("spark.jars", jars) if jars else builder
     return builder.config("spark.driver.extraJavaOptions", options) if options else builder
 
 

@@ -109,6 +109,11 @@ class Source(ABC):
     def open(self, conns) -> SourceReader:
         """The hooks, with the servers of `conns` (twophase.connections.Connections)."""
 
+    def frame(self, spark, fixed: Range, conns):
+        """The range as a Spark DataFrame: exactly the records or lines it holds (the
+        prepare job reads its input this way). A kind Spark cannot read says so."""
+        raise SourceError(f"{self.key}: a {self.kind} source cannot be read by Spark")
+
     def describe(self, fixed: Range) -> str:
         """One line on what the load reads."""
         count = "" if fixed.records is None else f"{fixed.records} record(s)"

@@ -48,6 +48,16 @@ class FilesSource(Source):
     def open(self, conns=None) -> "FilesReader":
         return FilesReader(self)
 
+    def frame(self, spark, fixed: Range, conns=None):
+        """The lines of the listed files: `value` (the line's text) and `file` (its URI),
+        read with Spark's text reader (its Hadoop file systems: s3a:// as given)."""
+        from pyspark.sql import functions as F
+
+        uris = [uri for uri, _, _ in fixed.position.get("files", [])]
+        if not uris:
+            return spark.createDataFrame([], "value string, file string")
+        return spark.read.text(uris).withColumn("file", F.col("_metadata.file_path"))
+
 
 def _file_system(uri: str):
     import pyarrow.fs as pafs

@@ -25,6 +25,7 @@ truth.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -63,6 +64,23 @@ class KafkaSource(Source):
 
     def open(self, conns) -> "KafkaReader":
         return KafkaReader(self, conns.address("kafka", self.connection))
+
+    def frame(self, spark, fixed: Range, conns):
+        """The range's records with Spark's Kafka batch source (spark-sql-kafka: the stack's
+        Spark connection carries it in spark.jars): explicit starting and ending offsets
+        per partition, read_committed, failOnDataLoss on (offsets deleted meanwhile fail
+        the job). Columns: key, value, topic, partition, offset, timestamp, headers..."""
+        spans = fixed.position["partitions"]
+        topic = fixed.position["topic"]
+        return (spark.read.format("kafka")
+                .option("kafka.bootstrap.servers", conns.address("kafka", self.connection))
+                .option("assign", json.dumps({topic: [int(p) for p in spans]}))
+                .option("startingOffsets", json.dumps({topic: {p: a for p, (a, _) in spans.items()}}))
+                .option("endingOffsets", json.dumps({topic: {p: b for p, (_, b) in spans.items()}}))
+                .option("kafka.isolation.level", "read_committed")
+                .option("failOnDataLoss", "true")
+                .option("includeHeaders", "true")
+                .load())
 
 
 @dataclass(frozen=True)

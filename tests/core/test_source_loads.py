@@ -1,0 +1,137 @@
+"""Loads that read a source through Spark, on the stack: events produced to a Kafka topic
+while loads run, some rolled back, reach the Postgres table and the output topic exactly
+once (an independent read of the whole source topic equals the union of the committed
+loads); a file that grows after begin fails its load, named, and the next load reads it."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import psycopg2
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from pyspark.sql import functions as F
+
+from support import header, read_topic
+from twophase.ids import load_id_for
+from twophase.log import PostgresLog
+from twophase.participants.kafka import KafkaTarget
+from twophase.participants.postgres import PostgresTarget
+from twophase.protocol import coordinator
+from twophase.protocol.states import State
+from twophase.sources import Range, SourceError
+from twophase.sources.files import FilesSource
+from twophase.sources.kafka import KafkaSource
+from twophase.spec import LoadSpec
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def events(pg_dsn, kafka_bootstrap, unique_name):
+    """A source topic of three partitions, an output table and topic named after the test."""
+    name = unique_name.replace("_", "-")
+    source, output, table = f"{name}-in", f"{name}-out", f"core_tests.{unique_name}"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})  # kept until its answer came
+    admin.create_topics([NewTopic(source, 3, 1)])[source].result()
+    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+        cur.execute("create schema if not exists core_tests")
+        cur.execute(f"create table {table} (event_id text primary key, customer_id text, amount int, "
+                    "load_id text not null)")
+    return {"source": source, "output": output, "table": table, "pipeline": name}
+
+
+def spec_for(events: dict, run: str, source) -> LoadSpec:
+    return LoadSpec(load_id=load_id_for(events["pipeline"], run), pipeline=events["pipeline"], run_id=run,
+                    targets=(PostgresTarget(events["table"]), KafkaTarget(events["output"], key_column="event_id")),
+                    source=source)
+
+
+def job(spark, load, conns):
+    """The prepare job: the load's range of the topic, one row per event."""
+    raw = load.spec().source.frame(spark, Range.from_json(load.source_range), conns)
+    event = F.from_json(F.col("value").cast("string"), "event_id string, customer_id string, amount int")
+    return raw.select(event.alias("e")).select("e.event_id", "e.customer_id", "e.amount")
+
+
+def test_kafka_source_loads_are_exactly_once_while_events_keep_coming(spark, events, kafka_bootstrap, pg_dsn,
+                                                                       conns):
+    log, rng = PostgresLog(pg_dsn), random.Random(25)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": f"gen-{events['source']}"})
+    producer.init_transactions(30)
+    source = KafkaSource(events["source"], group=events["pipeline"], cap=40)
+    produced, outcomes = 0, []
+    for i in range(6):
+        producer.begin_transaction()  # a batch of events, committed as a transaction (markers in the offsets)
+        for _ in range(rng.randint(0, 30)):
+            value = {"event_id": f"e{produced}", "customer_id": f"c{produced % 5}", "amount": produced % 11}
+            producer.produce(events["source"], json.dumps(value).encode(), key=f"c{produced % 5}".encode())
+            produced += 1
+        producer.commit_transaction(30)
+        spec = spec_for(events, f"run-{i}", source)
+        load = coordinator.begin(log, spec, conns)
+        coordinator.prepare(log, conns, spec.load_id, job(spark, load, conns))
+        rules = [lambda *_: "rolled back by the test"] if i in (1, 4) else []
+        decided = coordinator.vote(log, conns, spec.load_id, rules=rules)
+        if decided.state == State.COMMITTING:
+            coordinator.commit(log, conns, spec.load_id)
+        else:
+            coordinator.rollback(log, conns, spec.load_id)
+        outcomes.append(log.get(spec.load_id).state)
+    # Whatever the cap left over: loads until the source is drained.
+    for i in range(6, 20):
+        spec = spec_for(events, f"run-{i}", source)
+        load = coordinator.begin(log, spec, conns)
+        if Range.from_json(load.source_range).empty:
+            coordinator.rollback(log, conns, spec.load_id, reason="nothing new")
+            break
+        coordinator.prepare(log, conns, spec.load_id, job(spark, load, conns))
+        assert coordinator.vote(log, conns, spec.load_id).state == State.COMMITTING
+        coordinator.commit(log, conns, spec.load_id)
+    assert outcomes.count(State.ABORTED) == 2 and State.COMMITTED in outcomes
+
+    # An independent read of the whole source topic against the union of the committed loads.
+    everything = sorted(json.loads(m.value())["event_id"] for m in read_topic(kafka_bootstrap, events["source"]))
+    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+        cur.execute(f"select event_id from {events['table']} order by event_id")
+        in_table = [r[0] for r in cur.fetchall()]
+    committed = {x.load_id for x in log.recent(100, events["pipeline"]) if x.state == State.COMMITTED}
+    out = [m for m in read_topic(kafka_bootstrap, events["output"]) if header(m, "load_id") in committed]
+    assert len(everything) == produced
+    assert in_table == everything  # every event once (the primary key would refuse a second)
+    assert sorted(m.key().decode() for m in out) == everything
+
+
+def test_a_file_that_grows_after_begin_fails_its_load_naming_it_and_the_next_load_reads_it(
+        spark, events, pg_dsn, conns, tmp_path):
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    for n in range(2):
+        (landing / f"part-{n}.json").write_text("".join(
+            json.dumps({"event_id": f"f{n}-{i}", "customer_id": "c1", "amount": i}) + "\n" for i in range(3)))
+    log, source = PostgresLog(pg_dsn), FilesSource(landing.as_uri(), "new")
+
+    def lines(load):
+        raw = source.frame(spark, Range.from_json(load.source_range), conns)
+        event = F.from_json("value", "event_id string, customer_id string, amount int")
+        return raw.select(event.alias("e")).select("e.*")
+
+    first = coordinator.begin(log, spec_for(events, "run-1", source), conns)
+    with (landing / "part-1.json").open("a") as f:  # still being written after the listing
+        f.write(json.dumps({"event_id": "f1-late", "customer_id": "c1", "amount": 9}) + "\n")
+    with pytest.raises(SourceError, match=r"the input changed while the load read it: file://\S+part-1.json "
+                                          r"changed after the load listed it"):
+        coordinator.prepare(log, conns, first.load_id, lines(first))
+    assert coordinator.vote(log, conns, first.load_id).state == State.ABORTING
+    coordinator.rollback(log, conns, first.load_id)
+
+    second = coordinator.begin(log, spec_for(events, "run-2", source), conns)
+    assert Range.from_json(second.source_range).records == 2  # both files again, the grown one whole
+    coordinator.prepare(log, conns, second.load_id, lines(second))
+    assert coordinator.vote(log, conns, second.load_id).state == State.COMMITTING
+    coordinator.commit(log, conns, second.load_id)
+    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+        cur.execute(f"select count(*) from {events['table']} where load_id = %s", (second.load_id,))
+        assert cur.fetchone()[0] == 7
