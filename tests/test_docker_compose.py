@@ -253,6 +253,15 @@ def test_postgres_connection_matches_settings(services):
     )
 
 
+def test_spark_gets_the_kafka_connector_of_the_pinned_spark(services):
+    """A job that reads a Kafka source needs spark-sql-kafka of the very Spark and Scala
+    versions the image installs (requirements.txt's pyspark; Scala 2.13)."""
+    pyspark = re.search(r"^pyspark==(\S+)$", (ROOT / "requirements.txt").read_text(), re.M)[1]
+    conn = json.loads(_environment(services[AIRFLOW_INIT])[f"AIRFLOW_CONN_{settings.CONN_SPARK.upper()}"])
+    packages = (conn.get("extra") or {}).get("spark.jars.packages", "")
+    assert f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark}" in packages.split(","), packages
+
+
 def test_kafka_clients_use_the_advertised_in_network_listener(services):
     env = _environment(services[AIRFLOW_INIT])
     conn = json.loads(env[f"AIRFLOW_CONN_{settings.CONN_KAFKA.upper()}"])

@@ -11,6 +11,7 @@ from twophase.spec import SpecError
 
 from .kinds import KINDS, TARGET_CLASSES
 from .kinds.postgres import DEFAULT_CONN_ID as DEFAULT_POSTGRES
+from .sources import SOURCE_CLASSES
 
 _NAMES = [f"{cls.__name__}(...)" for cls in TARGET_CLASSES]
 _TARGET_NAMES = ", ".join(_NAMES[:-1]) + " or " + _NAMES[-1] if len(_NAMES) > 1 else _NAMES[0]
@@ -37,7 +38,11 @@ class LoadConfig:
       each name once per kind;
     - describe_input(interval, params, load_id) -> dict: what the job reads, logged with
       the load (the job gets it as spec.input); `interval` is the run's data interval
-      (Interval: start, end, day);
+      (Interval: start, end, day); optional with a source;
+    - source: where the input comes from, when the pipeline reads a source (twophase_airflow.
+      sources: KafkaTopicSource, LandingFolder): each load reads what follows the last
+      committed load, fixed at begin; such loads are exactly once per source, not per data
+      interval (a run of an interval already loaded reads what is new);
     - pipeline: the name in the transaction log and in load ids (default: the DAG id);
     - log_conn_id: the Postgres connection of the transaction log (schema `twophase`);
       tables on it commit in the log's database, tables on other connections in theirs;
@@ -55,7 +60,8 @@ class LoadConfig:
     """
 
     targets: tuple
-    describe_input: Callable[[Interval, dict, str], dict]
+    describe_input: Callable[[Interval, dict, str], dict] | None = None
+    source: object = None
     pipeline: str | None = None
     log_conn_id: str = DEFAULT_POSTGRES
     spark_conn_id: str = "spark_default"
@@ -75,9 +81,15 @@ class LoadConfig:
             raise SpecError(f"LoadConfig targets name {twice} more than once: each table and topic once")
         if self.pipeline is not None:
             check_pipeline(self.pipeline, "LoadConfig pipeline")
-        if not callable(self.describe_input):
+        if self.describe_input is None and self.source is None:
+            raise SpecError("LoadConfig needs a source (KafkaTopicSource, LandingFolder) or describe_input, "
+                            "a function (interval, params, load_id) -> dict of what the job reads")
+        if self.describe_input is not None and not callable(self.describe_input):
             raise SpecError("LoadConfig describe_input must be a function (interval, params, load_id) -> dict, "
                             f"got {type(self.describe_input).__name__}")
+        if self.source is not None and not isinstance(self.source, SOURCE_CLASSES):
+            raise SpecError(f"LoadConfig source must be a KafkaTopicSource(...) or a LandingFolder(...), "
+                            f"got {self.source!r}")
         self._check_rules()
         if not isinstance(self.quarantine_cap, int) or isinstance(self.quarantine_cap, bool) or self.quarantine_cap < 0:
             raise SpecError(f"LoadConfig quarantine_cap must be 0 or more rows per rule, got {self.quarantine_cap!r}")
@@ -110,14 +122,20 @@ class LoadConfig:
                                 f"(its targets: {', '.join(known)})")
 
     def core_connection(self, target) -> str:
-        """The core target's `connection`: '' for the default servers (the log's database,
-        the default Kafka connection), else the Airflow connection id."""
+        """The core target's or source's `connection`: '' for the default servers (the log's
+        database, the default Kafka connection) and for files, else the Airflow connection id."""
+        if not target.conn_id:
+            return ""
         default = KINDS[target.kind].default_conn_id or self.log_conn_id
         return "" if target.conn_id == default else target.conn_id
 
     def conn_ids(self) -> dict[str, str]:
-        """{Airflow connection id: kind} of every target's server that is not a default."""
-        return {t.conn_id: t.kind for t in self.targets if self.core_connection(t)}
+        """{Airflow connection id: kind} of every target's server that is not a default, and
+        the source's."""
+        named = {t.conn_id: t.kind for t in self.targets if self.core_connection(t)}
+        if self.source is not None and self.core_connection(self.source):
+            named[self.source.conn_id] = self.source.kind
+        return named
 
     @property
     def ddl(self) -> list[tuple[str, str]]:

@@ -27,6 +27,7 @@ from twophase.protocol import coordinator
 from twophase.protocol.outcome import Outcome
 from twophase.protocol.states import TERMINAL, State
 from twophase.protocol.voting import MaxRejectedShare, MaxSkippedFiles, MinRows
+from twophase.sources import Range
 from twophase.spec import LoadSpec, SpecError
 
 from .config import Interval, LoadConfig
@@ -98,8 +99,10 @@ def _begin(cfg: LoadConfig, pipeline: str, context) -> bool:
         spec = LoadSpec(
             load_id=lid, pipeline=pipeline, run_id=context["run_id"],
             targets=tuple(t.core(mode, (interval.start, interval.end), cfg.core_connection(t)) for t in cfg.targets),
-            data_interval=(interval.start.isoformat(), interval.end.isoformat()),
-            input=cfg.describe_input(interval, params, lid),
+            # A sourced load is exactly once per source, not per data interval (ADR 0010).
+            data_interval=None if cfg.source else (interval.start.isoformat(), interval.end.isoformat()),
+            input=cfg.describe_input(interval, params, lid) if cfg.describe_input else {},
+            source=cfg.source.core(pipeline, cfg.core_connection(cfg.source)) if cfg.source else None,
         )
     except SpecError as exc:
         raise AirflowFailException(f"the load is described wrongly: {exc}") from None
@@ -109,12 +112,13 @@ def _begin(cfg: LoadConfig, pipeline: str, context) -> bool:
                 dsn = conns.pg_dsn if conn_id == cfg.log_conn_id else conns.named[conn_id][1]
                 with closing(psycopg2.connect(dsn)) as conn, conn, conn.cursor() as cur:
                     cur.execute(ddl)
-            load = coordinator.begin(PostgresLog(conns.pg_dsn), spec)
-    except coordinator.AlreadyCommitted as exc:
+            load = coordinator.begin(PostgresLog(conns.pg_dsn), spec, conns,
+                                     empty=cfg.source.empty if cfg.source else "load")
+    except (coordinator.AlreadyCommitted, coordinator.NothingToRead) as exc:
         context["ti"].xcom_push(key=NOTHING_TO_DO, value=str(exc))
         log.info("nothing to do: %s", exc)
         return False
-    except coordinator.IntervalBusy as exc:
+    except (coordinator.IntervalBusy, coordinator.SourceBusy) as exc:
         raise AirflowFailException(f"cannot begin load {lid} for {_shown(interval)}: {exc}") from None
     log.info("began load %s for %s, mode %s (state %s)", lid, _shown(interval), mode, load.state)
     for target in spec.targets:
@@ -122,7 +126,10 @@ def _begin(cfg: LoadConfig, pipeline: str, context) -> bool:
     if mode == "replace":
         replaces = ", ".join(load.spec().replaces) or "no committed load"
         log.info("replace mode: the interval's rows are swapped atomically at commit; replaces %s", replaces)
-    log.info("input: %s", load.input)
+    if spec.source is not None:
+        log.info("source: %s", spec.source.describe(Range.from_json(load.source_range)))
+    else:
+        log.info("input: %s", load.input)
     return True
 
 

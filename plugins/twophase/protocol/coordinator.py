@@ -64,6 +64,11 @@ class IntervalBusy(Terminal):
     """Another load of the same pipeline and data interval is still in flight."""
 
 
+class NothingToRead(Terminal):
+    """The source has nothing after the last committed load, and the pipeline skips empty
+    loads: nothing is logged."""
+
+
 class SourceBusy(Terminal):
     """Another load of the same source is still in flight: the next range starts where it
     ends, once it committed or aborted."""
@@ -85,7 +90,7 @@ def step(log: TransactionLog, load_id: str, conns: Connections):
         raise RetryLater(str(exc)) from None
 
 
-def begin(log: TransactionLog, spec: LoadSpec, conns: Connections | None = None) -> Load:
+def begin(log: TransactionLog, spec: LoadSpec, conns: Connections | None = None, empty: str = "load") -> Load:
     """Log the load (state PREPARING) before anything is staged. Idempotent.
 
     Exactly once per data interval (when the spec has one), decided atomically with
@@ -100,11 +105,13 @@ def begin(log: TransactionLog, spec: LoadSpec, conns: Connections | None = None)
     - another load of the source still in flight: SourceBusy, nothing logged;
     - else the source fixes the range the load reads: what follows the committed loads'
       ranges (an aborted load's range is read again), checked to continue them without a
-      gap or an overlap (SourceError naming it, nothing logged), and logged with the load.
+      gap or an overlap (SourceError naming it, nothing logged), and logged with the load;
+    - an empty range: NothingToRead when `empty` is "skip" (nothing logged), else an empty
+      load is begun.
     """
     log.ensure_schema()
     load, _created = log.begin(spec, plan=lambda others: _plan(spec, others),
-                               fix=lambda others: _fix(spec, others, conns))
+                               fix=lambda others: _fix(spec, others, conns, empty))
     return load
 
 
@@ -121,7 +128,7 @@ def _plan(spec: LoadSpec, others: list[Load]) -> LoadSpec:
     return spec.replacing([o.load_id for o in committed])
 
 
-def _fix(spec: LoadSpec, others: list[Load], conns: Connections | None) -> LoadSpec:
+def _fix(spec: LoadSpec, others: list[Load], conns: Connections | None, empty: str = "load") -> LoadSpec:
     """The spec with its source's range fixed (see begin); `others`: the source's other loads."""
     busy = [o for o in others if o.state not in TERMINAL]
     if busy:
@@ -135,7 +142,20 @@ def _fix(spec: LoadSpec, others: list[Load], conns: Connections | None) -> LoadS
     wrong = reader.follows(committed, fixed)
     if wrong:
         raise SourceError("the range fixed for the load does not continue the committed ones: " + "; ".join(wrong))
+    if fixed.empty and empty == "skip":
+        raise NothingToRead(f"{spec.source.key} has nothing new"
+                            + (f" after the last committed load (up to {_end_of(committed[-1])})" if committed else ""))
     return replace(spec, source_range=fixed.to_json())
+
+
+def _end_of(fixed: Range) -> str:
+    """Where a range ended, in a line."""
+    parts = fixed.position.get("partitions")
+    if parts:
+        return ", ".join(f"partition {p} offset {end}" for p, (_, end) in sorted(parts.items(), key=lambda x: int(x[0])))
+    if "end" in fixed.position:
+        return f"position {fixed.position['end']}"
+    return f"{len(fixed.position.get('files', []))} file(s)"
 
 
 def prepare(log: TransactionLog, conns: Connections, load_id: str, df, metrics: dict | None = None,

@@ -48,6 +48,12 @@ class FilesSource(Source):
     def open(self, conns=None) -> "FilesReader":
         return FilesReader(self)
 
+    def describe(self, fixed: Range) -> str:
+        skipped = fixed.position.get("skipped", [])
+        return (f"{self.key}: {fixed.records} file(s), {sum(f[1] for f in fixed.position.get('files', []))} bytes"
+                + (f"; {len(skipped)} not read (hidden or in a subfolder)" if skipped else "")
+                + (f" ({fixed.note})" if fixed.note else ""))
+
     def frame(self, spark, fixed: Range, conns=None):
         """The lines of the listed files: `value` (the line's text) and `file` (its URI),
         read with Spark's text reader (its Hadoop file systems: s3a:// as given)."""

@@ -65,6 +65,11 @@ class KafkaSource(Source):
     def open(self, conns) -> "KafkaReader":
         return KafkaReader(self, conns.address("kafka", self.connection))
 
+    def describe(self, fixed: Range) -> str:
+        spans = sorted(((int(p), span) for p, span in fixed.position["partitions"].items()))
+        return (f"{self.key}: {fixed.records} offset(s), " + ", ".join(f"partition {p} {a}..{b}" for p, (a, b) in spans)
+                + (f" ({fixed.note})" if fixed.note else ""))
+
     def frame(self, spark, fixed: Range, conns):
         """The range's records with Spark's Kafka batch source (spark-sql-kafka: the stack's
         Spark connection carries it in spark.jars): explicit starting and ending offsets

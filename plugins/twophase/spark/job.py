@@ -5,7 +5,8 @@ A pipeline's Spark job only computes; this frame stages and votes:
     from twophase.spark.job import Output, run
 
     def build(spark, spec) -> Output:       # spec: the LoadSpec logged by begin
-        df = ...                              # read spec.input, validate, aggregate
+        df = ...                              # read spec.input (or read_source(spark, spec)),
+                                              # validate, aggregate
         return Output(df, metrics={"input_lines": n, "rejected_lines": r}, rejects=bad)
         # rejects (optional): the rejected lines, columns reason and any of source, detail,
         # content; kept in the quarantine (twophase.quarantine), quarantine_cap per reason
@@ -45,10 +46,12 @@ from ..log import PostgresLog
 from ..protocol import coordinator
 from ..protocol.states import State
 from ..server_errors import servers
+from ..sources import Range
 from ..spec import LoadSpec, SpecError
 from . import executors
 
 log = logging.getLogger("twophase.prepare")
+_conns: list[Connections] = []  # the running job's servers, for read_source
 
 
 @dataclass
@@ -78,6 +81,17 @@ def run(build: Callable[[object, LoadSpec], Output], argv: list[str] | None = No
         spark.stop()
 
 
+def read_source(spark, spec: LoadSpec):
+    """The load's input as a DataFrame: exactly the range its source fixed at begin
+    (spec.source_range), read by Spark (twophase/sources: a Kafka topic's records, a
+    landing folder's lines). Only inside `run`'s build."""
+    if spec.source is None or spec.source_range is None:
+        raise SpecError(f"load {spec.load_id} has no source: its pipeline names none (LoadConfig(source=...))")
+    if not _conns:
+        raise SpecError("read_source is for a job's build, inside twophase.spark.job.run")
+    return spec.source.frame(spark, Range.from_json(spec.source_range), _conns[-1])
+
+
 def connections(path: str | None) -> Connections:
     """The job's servers: the connections file at `path` as given (the driver runs where
     the operator wrote it: client deploy mode), else its name in the driver's working
@@ -99,6 +113,7 @@ def connections(path: str | None) -> Connections:
 
 def _prepare(spark, build: Callable[[object, LoadSpec], Output], args) -> None:
     conns = connections(args.connections_file)
+    _conns.append(conns)
     txlog = PostgresLog(conns.pg_dsn)
     with servers(pg_dsn=conns.pg_dsn):  # the log's Postgres down: one line, not psycopg2's traceback
         load = txlog.get(args.load_id)

@@ -1,0 +1,85 @@
+"""Sources in Airflow: what a DAG author names as a pipeline's input (LoadConfig(source=...)).
+
+Each load of the pipeline reads what follows the last committed load of its source,
+fixed at begin (twophase/sources; docs/sources.md); its prepare job reads it with
+`twophase.spark.job.read_source(spark, spec)`. A run that finds nothing new ends green
+without a load (`empty="skip"`, the default) or loads an empty one (`empty="load"`: a
+commit per run, e.g. to show the pipeline is alive).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from twophase.sources.files import FilesSource
+from twophase.sources.kafka import START_EARLIEST, KafkaSource
+from twophase.spec import SpecError
+
+from .kinds.kafka import DEFAULT_CONN_ID as DEFAULT_KAFKA
+
+EMPTY = ("skip", "load")
+
+
+def _check_empty(source) -> None:
+    if source.empty not in EMPTY:
+        raise SpecError(f"{type(source).__name__} empty must be one of {', '.join(EMPTY)}, got {source.empty!r}")
+
+
+@dataclass(frozen=True)
+class KafkaTopicSource:
+    """A Kafka topic, read from the last committed load's offsets to the partitions' last
+    stable offsets.
+
+    - conn_id: the Airflow connection of its cluster;
+    - group: who reads it (its continuity, and the consumer group Kafka's tools show the
+      lag of); '' = the pipeline's name;
+    - start: where the first load starts, "earliest" or an ISO timestamp with a time zone;
+    - cap: at most this many offsets per load (0: all there are), so a backlog drains over
+      several loads;
+    - empty: "skip" (no load when nothing is new) or "load" (an empty load).
+    """
+
+    topic: str
+    conn_id: str = DEFAULT_KAFKA
+    group: str = ""
+    start: str = START_EARLIEST
+    cap: int = 0
+    empty: str = "skip"
+    kind = "kafka"
+
+    def __post_init__(self):
+        if not isinstance(self.conn_id, str) or not self.conn_id.strip():
+            raise SpecError(f"KafkaTopicSource {self.topic!r} conn_id must name an Airflow connection, "
+                            f"got {self.conn_id!r}")
+        _check_empty(self)
+        self.core("check", "")  # the core's rules, so a wrong setting fails the DAG file's import
+
+    def core(self, pipeline: str, connection: str) -> KafkaSource:
+        return KafkaSource(self.topic, group=self.group or pipeline, start=self.start, cap=self.cap,
+                           connection=connection)
+
+
+@dataclass(frozen=True)
+class LandingFolder:
+    """A folder where files land: each load reads the files no committed load read (at most
+    `cap`, oldest first; 0: all), each exactly once whenever it lands. Its listing is fixed
+    at begin; a file that changes or vanishes before the load read it fails the load. A
+    storage URI (file://, s3a://, hdfs://) or an absolute path."""
+
+    folder: str
+    cap: int = 0
+    empty: str = "skip"
+    kind = "files"
+    conn_id = ""  # local or Hadoop file systems: no Airflow connection
+
+    def __post_init__(self):
+        if not isinstance(self.folder, str) or not self.folder.strip():
+            raise SpecError(f"LandingFolder folder must be a storage URI or an absolute path, got {self.folder!r}")
+        _check_empty(self)
+        self.core("check", "")
+
+    def core(self, pipeline: str, connection: str) -> FilesSource:
+        return FilesSource(self.folder, "new", self.cap)
+
+
+SOURCE_CLASSES = (KafkaTopicSource, LandingFolder)
