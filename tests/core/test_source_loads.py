@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 
 import psycopg2
 import pytest
@@ -102,6 +104,14 @@ def test_kafka_source_loads_are_exactly_once_while_events_keep_coming(spark, eve
     assert len(everything) == produced
     assert in_table == everything  # every event once (the primary key would refuse a second)
     assert sorted(m.key().decode() for m in out) == everything
+
+    # `show` names the load's range, and the source's lag now: nothing left.
+    last = max(committed, key=lambda lid: log.get(lid).began_at)
+    shown = subprocess.run([sys.executable, "-m", "twophase", "show", last], capture_output=True, text=True,
+                           timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["source"].startswith(f"kafka:default/{events['source']}#{events['pipeline']}: ")
+    assert json.loads(shown.stdout)["source_lag"] == 0
 
 
 def test_a_file_that_grows_after_begin_fails_its_load_naming_it_and_the_next_load_reads_it(

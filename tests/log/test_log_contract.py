@@ -116,6 +116,7 @@ def test_begin_of_a_sourced_load_fixes_its_range_with_the_sources_other_loads(lo
     again, created = log.begin(sourced("run-2"), fix=lambda others: pytest.fail("a begun load is not fixed again"))
     assert not created and again == second
     assert seen == [[], [], [first.load_id], [first.load_id]], "fix sees the other loads of the same source only"
+    assert [x.load_id for x in log.of_source(source.key)] == [first.load_id, second.load_id]
 
 
 def test_an_unknown_load_is_refused_by_every_rule_and_read_as_unknown(log, pipeline):

@@ -106,6 +106,10 @@ class TransactionLog(ABC):
         """Loads not yet in a terminal state (of one pipeline, when given), oldest first."""
 
     @abstractmethod
+    def of_source(self, source: str) -> list[Load]:
+        """The loads of one source (its key), oldest first."""
+
+    @abstractmethod
     def states_of(self, load_ids: Iterable[str]) -> dict[str, State]:
         """The state of each load the log knows among `load_ids` (unknown ones absent)."""
 

@@ -185,6 +185,10 @@ class MemoryLog(TransactionLog):
             return [self._load(r) for r in self._by_began(self._loads.values())
                     if State(r["state"]) not in states.TERMINAL and pipeline in (None, r["pipeline"])]
 
+    def of_source(self, source: str) -> list[Load]:
+        with self._lock:
+            return [self._load(r) for r in self._by_began(r for r in self._loads.values() if r["source"] == source)]
+
     def states_of(self, load_ids: Iterable[str]) -> dict[str, State]:
         with self._lock:
             return {lid: State(self._loads[lid]["state"]) for lid in load_ids if lid in self._loads}

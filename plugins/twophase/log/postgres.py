@@ -264,6 +264,11 @@ class PostgresLog(TransactionLog):
                         "order by began_at", (terminal, pipeline, pipeline))
             return [Load.from_row(r) for r in cur.fetchall()]
 
+    def of_source(self, source: str) -> list[Load]:
+        with self._cursor() as cur:
+            cur.execute("select * from twophase.loads where source = %s order by began_at", (source,))
+            return [Load.from_row(r) for r in cur.fetchall()]
+
     def states_of(self, load_ids: Iterable[str]) -> dict[str, State]:
         with self._cursor() as cur:
             cur.execute("select load_id, state from twophase.loads where load_id = any(%s)", (list(load_ids),))

@@ -17,9 +17,12 @@ from typing import Callable
 
 from ..audit.report import audit_summary
 from ..connections import Connections
+from ..errors import root_cause
 from ..gates import approval, quarantine
 from ..log import MIGRATIONS, DriverBusy, PostgresLog, StateConflict, UnknownLoad
 from ..protocol import coordinator
+from ..protocol.states import State
+from ..sources import Range
 from ..spec import SpecError
 from . import recovery, report
 from .verify import verify
@@ -64,7 +67,7 @@ def cmd_show(log, conns, args) -> int:
     votes = log.votes(load.load_id)
     print(json.dumps({
         **report.summarize(load.__dict__, votes.values()).to_json(), "participants": load.participants,
-        "input": load.input, "expected_rows": load.expected_rows, "metrics": load.metrics,
+        "input": load.input, **_source(log, load, conns), "expected_rows": load.expected_rows, "metrics": load.metrics,
         "prepare_error": load.prepare_error, "prepare_attempts": load.prepare_attempt,
         "audit": audit_summary(load.audit),
         "approval": load.approval, "approval_to_visible_s": approval.to_visible_s(load.approval, load.finished_at),
@@ -73,6 +76,22 @@ def cmd_show(log, conns, args) -> int:
                     for t in log.history(load.load_id)],
     }, indent=2, default=str))
     return 0
+
+
+def _source(log, load, conns) -> dict:
+    """The load's source and range, and how far its source is ahead of the last committed
+    load now (lag: None when the source cannot be asked)."""
+    spec = load.spec()
+    if spec.source is None or load.source_range is None:
+        return {}
+    fixed = Range.from_json(load.source_range)
+    shown = {"source": spec.source.describe(fixed), "source_range": load.source_range}
+    committed = [Range.from_json(x.source_range) for x in log.of_source(load.source) if x.state == State.COMMITTED]
+    try:
+        shown["source_lag"] = spec.source.open(conns).lag(committed)
+    except Exception as exc:  # noqa: BLE001 - the source's server down: say so, show the rest
+        shown["source_lag"] = f"unknown: {root_cause(exc)}"
+    return shown
 
 
 def _show_rejected(log, load) -> int:
