@@ -7,6 +7,7 @@ In-memory log, participants and source (test_coordinator.py)."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from dataclasses import replace
 
 import pytest
@@ -124,3 +125,30 @@ def test_a_range_that_changed_while_it_was_read_fails_the_prepare_and_the_vote_a
         coordinator.prepare(log, conns, spec.load_id, frame, stage=LocalStage())
     decided = coordinator.vote(log, conns, spec.load_id)
     assert decided.state == State.ABORTING and "records 0..1 were deleted" in decided.reason
+
+
+def test_a_landing_folder_reports_what_it_does_not_read_and_names_a_file_that_vanished(tmp_path):
+    from twophase.sources.files import FilesSource
+
+    (tmp_path / "a.json").write_text("{}\n")
+    (tmp_path / "_SUCCESS").write_text("")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.json").write_text("{}\n{}\n")
+    source = FilesSource(str(tmp_path), "new")
+    fixed = source.open().fix([])
+    assert [Path(f[0]).name for f in fixed.position["files"]] == ["a.json"]
+    assert fixed.position["skipped"] == [
+        ["_SUCCESS", 0, "hidden name (starts with '_' or '.': a marker or a file being written)"],
+        ["sub/b.json", 6, "in the subfolder sub/ (only the folder's own files are read)"]]
+    assert source.describe(fixed) == f"files:{tmp_path}: 1 file(s), 3 bytes; 2 not read (hidden or in a subfolder)"
+    (tmp_path / "a.json").unlink()
+    assert source.open().changed(fixed) == [f"{tmp_path}/a.json vanished after the load listed it"]
+
+
+def test_a_files_source_refuses_a_folder_that_is_not_there_and_a_bad_mode(tmp_path):
+    from twophase.sources.files import FilesSource
+
+    with pytest.raises(SourceError, match="the folder does not exist"):
+        FilesSource(str(tmp_path / "nope")).open().fix([])
+    with pytest.raises(SourceError, match="mode must be one of interval, new, got 'all'"):
+        FilesSource(str(tmp_path), "all")

@@ -29,9 +29,9 @@ from ..errors import ServerUnreachable, Terminal, Transient, root_cause
 from ..log import Load, StateConflict, Superseded, TransactionLog
 from ..participants import commit_order
 from ..participants.contract import Participant, outcome_of, servers_of
-from ..sources import Range, SourceError
 from ..spec import LoadSpec
-from . import lease
+from . import lease, sourcing
+from .sourcing import NothingToRead, SourceBusy  # noqa: F401 - raised by begin, for its callers
 from .outcome import Kind, Outcome
 from .states import PHASE_2, TERMINAL, State
 from .votes import Vote
@@ -62,16 +62,6 @@ class AlreadyCommitted(Terminal):
 
 class IntervalBusy(Terminal):
     """Another load of the same pipeline and data interval is still in flight."""
-
-
-class NothingToRead(Terminal):
-    """The source has nothing after the last committed load, and the pipeline skips empty
-    loads: nothing is logged."""
-
-
-class SourceBusy(Terminal):
-    """Another load of the same source is still in flight: the next range starts where it
-    ends, once it committed or aborted."""
 
 
 @contextmanager
@@ -111,7 +101,7 @@ def begin(log: TransactionLog, spec: LoadSpec, conns: Connections | None = None,
     """
     log.ensure_schema()
     load, _created = log.begin(spec, plan=lambda others: _plan(spec, others),
-                               fix=lambda others: _fix(spec, others, conns, empty))
+                               fix=lambda others: sourcing.fix(spec, others, conns, empty))
     return load
 
 
@@ -126,36 +116,6 @@ def _plan(spec: LoadSpec, others: list[Load]) -> LoadSpec:
             raise AlreadyCommitted(committed[-1])
         return spec
     return spec.replacing([o.load_id for o in committed])
-
-
-def _fix(spec: LoadSpec, others: list[Load], conns: Connections | None, empty: str = "load") -> LoadSpec:
-    """The spec with its source's range fixed (see begin); `others`: the source's other loads."""
-    busy = [o for o in others if o.state not in TERMINAL]
-    if busy:
-        raise SourceBusy("; ".join(f"load {o.load_id} of the same source ({spec.source.key}) is {o.state}"
-                                   for o in busy) + ": wait for it to end (twophase_recovery resolves a crashed one)")
-    committed = [Range.from_json(o.source_range) for o in others if o.state == State.COMMITTED]
-    reader = spec.source.open(conns)
-    fixed = reader.fix(committed)
-    if fixed.source != spec.source.key:
-        raise SourceError(f"{spec.source.key}: its range names another source, {fixed.source}")
-    wrong = reader.follows(committed, fixed)
-    if wrong:
-        raise SourceError("the range fixed for the load does not continue the committed ones: " + "; ".join(wrong))
-    if fixed.empty and empty == "skip":
-        raise NothingToRead(f"{spec.source.key} has nothing new"
-                            + (f" after the last committed load (up to {_end_of(committed[-1])})" if committed else ""))
-    return replace(spec, source_range=fixed.to_json())
-
-
-def _end_of(fixed: Range) -> str:
-    """Where a range ended, in a line."""
-    parts = fixed.position.get("partitions")
-    if parts:
-        return ", ".join(f"partition {p} offset {end}" for p, (_, end) in sorted(parts.items(), key=lambda x: int(x[0])))
-    if "end" in fixed.position:
-        return f"position {fixed.position['end']}"
-    return f"{len(fixed.position.get('files', []))} file(s)"
 
 
 def prepare(log: TransactionLog, conns: Connections, load_id: str, df, metrics: dict | None = None,
@@ -194,19 +154,6 @@ def prepare(log: TransactionLog, conns: Connections, load_id: str, df, metrics: 
         raise
 
 
-def _still_as_fixed(load: Load, conns: Connections) -> None:
-    """After the job read its input: the source's range still reads as it was fixed at
-    begin (no file grew or vanished, no record was deleted meanwhile), else SourceError
-    naming what changed, and the prepare fails."""
-    source = load.spec().source
-    if source is None or load.source_range is None:
-        return
-    changed = source.open(conns).changed(Range.from_json(load.source_range))
-    if changed:
-        raise SourceError("the input changed while the load read it: " + "; ".join(changed[:20])
-                          + (f"; ... and {len(changed) - 20} more" if len(changed) > 20 else ""))
-
-
 def _raise_if_superseded(log: TransactionLog, load_id: str, attempt: int, parts: list[Participant],
                          exc: Exception) -> None:
     """A prepare attempt that failed because a later one took its staging away (dropped
@@ -243,7 +190,7 @@ def _prepare(log: TransactionLog, conns: Connections, load: Load, parts: list[Pa
     frames = df if isinstance(df, dict) else {"": df}
     stagings = {p.name: p.stage({name: list(frame.columns) for name, frame in frames.items()}) for p in parts}
     staged = stage(frames, stagings)
-    _still_as_fixed(load, conns)
+    sourcing.still_as_fixed(load, conns)
     try:
         log.set_expected(load_id, staged.expected, metrics, rows=staged.expected.get(load.spec().targets[0].name),
                          attempt=attempt)

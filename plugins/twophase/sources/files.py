@@ -127,11 +127,13 @@ class FilesReader(SourceReader):
             [f"... and {len(again) - 20} more"] if len(again) > 20 else [])
 
     def changed(self, fixed: Range) -> list[str]:
-        fs, _ = _file_system(self.source.folder)
+        fs, root = _file_system(self.source.folder)
+        base = self.source.folder.rstrip("/") + "/"
+        listed = fixed.position.get("files", [])
+        # One request for all of them: each file's path on the folder's file system.
+        now = fs.get_file_info([root.rstrip("/") + "/" + uri[len(base):] for uri, _, _ in listed])
         problems = []
-        for uri, size, mtime in fixed.position.get("files", []):
-            _, path = _file_system(uri)
-            info = fs.get_file_info(path)
+        for (uri, size, mtime), info in zip(listed, now):
             if info.size is None:
                 problems.append(f"{uri} vanished after the load listed it")
             elif (info.size, info.mtime_ns) != (size, mtime):
