@@ -1,5 +1,5 @@
 """Loads that read a source through Spark, on the stack: events produced to a Kafka topic
-while loads run, some rolled back, reach the Postgres table and the output topic exactly
+while loads run, one rolled back, reach the Postgres table and the output topic exactly
 once (an independent read of the whole source topic equals the union of the committed
 loads); a file that grows after begin fails its load, named, and the next load reads it."""
 
@@ -65,7 +65,7 @@ def test_kafka_source_loads_are_exactly_once_while_events_keep_coming(spark, eve
     producer.init_transactions(30)
     source = KafkaSource(events["source"], group=events["pipeline"], cap=40)
     produced, outcomes = 0, []
-    for i in range(6):
+    for i in range(4):
         producer.begin_transaction()  # a batch of events, committed as a transaction (markers in the offsets)
         for _ in range(rng.randint(0, 30)):
             value = {"event_id": f"e{produced}", "customer_id": f"c{produced % 5}", "amount": produced % 11}
@@ -75,7 +75,7 @@ def test_kafka_source_loads_are_exactly_once_while_events_keep_coming(spark, eve
         spec = spec_for(events, f"run-{i}", source)
         load = coordinator.begin(log, spec, conns)
         coordinator.prepare(log, conns, spec.load_id, job(spark, load, conns))
-        rules = [lambda *_: "rolled back by the test"] if i in (1, 4) else []
+        rules = [lambda *_: "rolled back by the test"] if i == 1 else []
         decided = coordinator.vote(log, conns, spec.load_id, rules=rules)
         if decided.state == State.COMMITTING:
             coordinator.commit(log, conns, spec.load_id)
@@ -83,7 +83,7 @@ def test_kafka_source_loads_are_exactly_once_while_events_keep_coming(spark, eve
             coordinator.rollback(log, conns, spec.load_id)
         outcomes.append(log.get(spec.load_id).state)
     # Whatever the cap left over: loads until the source is drained.
-    for i in range(6, 20):
+    for i in range(4, 20):
         spec = spec_for(events, f"run-{i}", source)
         load = coordinator.begin(log, spec, conns)
         if Range.from_json(load.source_range).empty:
@@ -92,7 +92,7 @@ def test_kafka_source_loads_are_exactly_once_while_events_keep_coming(spark, eve
         coordinator.prepare(log, conns, spec.load_id, job(spark, load, conns))
         assert coordinator.vote(log, conns, spec.load_id).state == State.COMMITTING
         coordinator.commit(log, conns, spec.load_id)
-    assert outcomes.count(State.ABORTED) == 2 and State.COMMITTED in outcomes
+    assert outcomes.count(State.ABORTED) == 1 and State.COMMITTED in outcomes
 
     # An independent read of the whole source topic against the union of the committed loads.
     everything = sorted(json.loads(m.value())["event_id"] for m in read_topic(kafka_bootstrap, events["source"]))

@@ -1,7 +1,8 @@
 """Scheduling for real: with the scheduler running, orders_daily_totals runs on its own
 schedule (shortened here with ORDERS_SCHEDULE) and commits; the commit's assets then
-start customer_totals_downstream; twophase_recovery runs on its own schedule too, and at
-once when a commit dies half-way (its watcher in the triggerer). What Airflow ran is read
+start customer_totals_downstream; twophase_recovery runs on its own schedule too, at once
+when a commit dies half-way (its watcher in the triggerer), and rejects an approval whose
+asking run has ended. What Airflow ran is read
 through its REST API (its metadata lives in the tests' own database,
 tests/ui/conftest.py)."""
 
@@ -11,7 +12,7 @@ import os
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import psycopg2
 import pytest
@@ -22,6 +23,7 @@ from orders_sample.generate import generate
 from running_airflow import RECOVERED, UNPAUSED, airflow_env, unpause
 from support import count_table_rows, header, make_df, make_spec, orders_landing, read_topic, stack
 from twophase.connections import Connections
+from twophase.gates import approval
 from twophase.log import PostgresLog
 from twophase.protocol import coordinator
 from twophase.protocol.states import State
@@ -151,3 +153,35 @@ def test_a_commit_that_dies_half_way_is_finished_by_recovery_at_once(scheduler_w
     _wait_for("a run of twophase_recovery woken after the kill", lambda: _runs(
         api, "twophase_recovery", killed, "asset_triggered"), timeout=60)
     print(f"committed by a woken recovery run {took:.0f} s after its commit died")
+
+
+def test_an_approval_whose_asking_run_ended_is_rejected_by_the_recovery_dag_at_once(scheduler_with_short_schedule,
+                                                                                     pg_dsn, unique_name):
+    """A load waits for a person's approval asked by a run that has since ended (killed,
+    marked failed: nobody can answer it any more), and one asked by a run Airflow does not
+    know. A run of the recovery DAG asks Airflow for the runs' states: the first load is
+    rejected and rolled back at once, hours before its approval would time out; the second
+    keeps waiting."""
+    api, epoch = scheduler_with_short_schedule[2], datetime(2000, 1, 1, tzinfo=timezone.utc)
+    [ended, *_] = _wait_for("a finished run of twophase_recovery", lambda: [
+        r[0] for r in _runs(api, "twophase_recovery", epoch) if r[1] == "success"], timeout=300)
+    log = PostgresLog(pg_dsn)
+    waiting = {}
+    for asked_by in (ended, "manual__no-such-run"):
+        spec = make_spec({"table": "core_tests.unused", "topic": unique_name.replace("_", "-")},
+                         run_id=f"{unique_name}-{len(waiting)}", pipeline=RECOVERED)
+        coordinator.begin(log, spec)
+        log.transition(spec.load_id, State.PREPARED)
+        approval.ask_approval(log, spec.load_id, timedelta(hours=3), run={"dag_id": "twophase_recovery",
+                                                                          "run_id": asked_by})
+        waiting[asked_by] = spec.load_id
+    run_id = f"test__{unique_name}"
+    api.trigger("twophase_recovery", run_id, {})
+    assert api.wait_for_run("twophase_recovery", run_id, timeout=300) == "success"
+
+    rejected = log.get(waiting[ended])
+    assert rejected.state == State.ABORTED and "ended without an answer" in rejected.reason, rejected.reason
+    assert rejected.approval["run_ended"] is True and rejected.approval["decision"] == "rejected"
+    unknown = log.get(waiting["manual__no-such-run"])
+    assert unknown.state == State.PREPARED
+    coordinator.rollback(log, Connections.from_env(), unknown.load_id, reason="the test is over")
