@@ -12,7 +12,6 @@ dag-processor next parses the DAG file after the DAG is unpaused.
 from __future__ import annotations
 
 import asyncio
-import logging
 from datetime import datetime, timedelta, timezone
 from typing import Any, AsyncIterator
 
@@ -24,8 +23,6 @@ from twophase.ops.driverless import Watch
 from twophase.protocol import lease
 
 from .kinds.postgres import DEFAULT_CONN_ID, address
-
-log = logging.getLogger("twophase")
 
 
 class DriverlessLoads(BaseEventTrigger):

@@ -152,3 +152,37 @@ def test_a_files_source_refuses_a_folder_that_is_not_there_and_a_bad_mode(tmp_pa
         FilesSource(str(tmp_path / "nope")).open().fix([])
     with pytest.raises(SourceError, match="mode must be one of interval, new, got 'all'"):
         FilesSource(str(tmp_path), "all")
+
+
+def test_nothing_new_begins_no_load_when_empty_loads_are_skipped_and_an_empty_one_otherwise(tmp_path):
+    name = tmp_path.name
+    FEED.append(name, *range(3))
+    log, conns = MemoryLog(), Conns(MemoryStore())
+    with pytest.raises(coordinator.NothingToRead, match=f"memory:{name}-none has nothing new$"):
+        coordinator.begin(log, sourced(name + "-none", "r0"), empty="skip")
+    assert run(log, conns, sourced(name, "r1")).state == State.COMMITTED
+    with pytest.raises(coordinator.NothingToRead, match=f"memory:{name} has nothing new after the last committed "
+                                                        r"load \(up to position 3\)"):
+        coordinator.begin(log, sourced(name, "r2"), empty="skip")
+    assert [x.run_id for x in log.recent()] == ["r1"]
+    empty = coordinator.begin(log, sourced(name, "r2"))  # empty="load"
+    assert Range.from_json(empty.source_range).empty
+
+
+class Elsewhere(MemorySource):
+    """A source whose range names another source."""
+
+    def open(self, conns=None, feed=None):
+        reader = MemoryReader(self, feed or FEED)
+        fix = reader.fix
+        reader.fix = lambda committed: replace(fix(committed), source="memory:someone-else")
+        return reader
+
+
+def test_a_range_that_names_another_source_is_refused(tmp_path):
+    FEED.append(tmp_path.name, 1)
+    log = MemoryLog()
+    with pytest.raises(SourceError, match=f"memory:{tmp_path.name}: its range names another source, "
+                                          "memory:someone-else"):
+        coordinator.begin(log, sourced(tmp_path.name, "r1", source=Elsewhere(tmp_path.name)))
+    assert log.recent() == []

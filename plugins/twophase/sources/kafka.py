@@ -63,6 +63,8 @@ class KafkaSource(Source):
         return f"kafka:{self.connection or 'default'}/{self.topic}#{self.group}"
 
     def open(self, conns) -> "KafkaReader":
+        if conns is None:
+            raise SourceError(f"{self.key}: reading it needs the servers (begin(log, spec, conns))")
         return KafkaReader(self, conns.address("kafka", self.connection))
 
     def describe(self, fixed: Range) -> str:
