@@ -65,7 +65,7 @@ def test_offsets_deleted_before_any_load_read_them_refuse_the_load_naming_them(k
         **first.position, "partitions": {**first.position["partitions"], "0": [0, 2]}}})  # it read two
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     admin.delete_records([TopicPartition(topic, 0, 4)])[TopicPartition(topic, 0, 4)].result()  # a retention
-    with pytest.raises(SourceError, match=rf"retention deleted offsets no load read: partition 0 offsets 2..3"):
+    with pytest.raises(SourceError, match=r"retention deleted offsets no load read: partition 0 offsets 2..3"):
         src.fix([first])
 
 
