@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import subprocess
+import time
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -52,6 +53,28 @@ def topic_ends(bootstrap: str, topic: str, isolation: str) -> list[int]:
                 for p in sorted(partitions)]
     finally:
         consumer.close()
+
+
+def wait_settled(bootstrap: str, topic: str, timeout: float = 30) -> None:
+    """Until no partition of the topic has a transaction in flight (its last stable offset
+    is its end): a commit's markers reach the partitions a moment after commit_transaction
+    returns, and read_committed readers see the records only then."""
+    from confluent_kafka import IsolationLevel, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    partitions = admin.list_topics(topic, timeout=30).topics[topic].partitions
+    deadline = time.monotonic() + timeout
+    while True:
+        ends = []
+        for isolation in (IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED):
+            asked = {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}
+            ends.append({tp.partition: f.result().offset
+                         for tp, f in admin.list_offsets(asked, isolation_level=isolation).items()})
+        if ends[0] == ends[1]:
+            return
+        assert time.monotonic() < deadline, f"topic {topic}: transactions still in flight after {timeout} s: {ends}"
+        time.sleep(0.1)
 
 
 def header(msg, name: str) -> str | None:

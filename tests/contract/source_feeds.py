@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from support import wait_settled
 from twophase.sources import Range
 from twophase.sources.files import FilesSource
 from twophase.sources.memory import MemoryFeed, MemorySource
@@ -96,6 +97,7 @@ class KafkaSourceFeed:
             self.producer.produce(self.topic, str(self.count).encode())
             self.producer.commit_transaction(30)
             self.count += 1
+        wait_settled(self.bootstrap, self.topic)
 
     def read(self, fixed: Range) -> list:
         from confluent_kafka import Consumer, TopicPartition

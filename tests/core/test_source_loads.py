@@ -16,7 +16,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import functions as F
 
-from support import header, read_topic
+from support import header, read_topic, wait_settled
 from twophase.ids import load_id_for
 from twophase.log import PostgresLog
 from twophase.participants.kafka import KafkaTarget
@@ -82,7 +82,9 @@ def test_kafka_source_loads_are_exactly_once_while_events_keep_coming(spark, eve
         else:
             coordinator.rollback(log, conns, spec.load_id)
         outcomes.append(log.get(spec.load_id).state)
-    # Whatever the cap left over: loads until the source is drained.
+    # Whatever the cap left over: loads until the source is drained (once its last
+    # transaction's markers are written: until then a range ends before its records).
+    wait_settled(kafka_bootstrap, events["source"])
     for i in range(4, 20):
         spec = spec_for(events, f"run-{i}", source)
         load = coordinator.begin(log, spec, conns)

@@ -13,7 +13,7 @@ import psycopg2
 import pytest
 
 from orders_sample.stream import TOPIC, produce
-from support import count_iceberg_rows, header, read_topic
+from support import count_iceberg_rows, header, read_topic, wait_settled
 from twophase.log import PostgresLog
 from twophase.sources import Range
 
@@ -36,6 +36,7 @@ def test_a_run_loads_the_new_events_exactly_once_and_one_with_nothing_new_loads_
                                                                                          kafka_bootstrap):
     before = {x.load_id for x in committed_loads(pg_dsn)}
     produce(kafka_bootstrap, TOPIC, rate=10_000, count=300, progress=lambda _: None)
+    wait_settled(kafka_bootstrap, TOPIC)  # its last transaction's markers written: the events are readable
     run = run_dag({}, dag_id=DAG_ID)
     assert run.state == "success", run.output[-4000:]
     [load] = [x for x in committed_loads(pg_dsn) if x.load_id not in before]
