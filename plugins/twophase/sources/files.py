@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..spark.storage import filesystem
 from .contract import Range, Source, SourceError, SourceReader
 
 MODES = ("interval", "new")
@@ -65,14 +66,16 @@ class FilesSource(Source):
         return spark.read.text(uris).withColumn("file", F.col("_metadata.file_path"))
 
 
-def _file_system(uri: str):
-    import pyarrow.fs as pafs
-
-    if uri.startswith("/"):
-        uri = f"file://{uri}"
-    if uri.startswith("s3a://"):
-        uri = "s3://" + uri[len("s3a://"):]
-    return pafs.FileSystem.from_uri(uri)
+def not_read(relative: str, folder: str = "the folder") -> str | None:
+    """Why a file of a folder (its name relative to the folder) is not read, or None: it is
+    in a subfolder, or its name is hidden (Hadoop's mark of markers and files still being
+    written). `folder`: how the reason names the folder."""
+    parts = relative.split("/")
+    if len(parts) > 1:
+        return f"in the subfolder {'/'.join(parts[:-1])}/ (only {folder}'s own files are read)"
+    if relative.startswith(("_", ".")):
+        return "hidden name (starts with '_' or '.': a marker or a file being written)"
+    return None
 
 
 class FilesReader(SourceReader):
@@ -84,7 +87,7 @@ class FilesReader(SourceReader):
         [name relative to the folder, size, why not read] of each skipped one)."""
         import pyarrow.fs as pafs
 
-        fs, root = _file_system(self.source.folder)
+        fs, root = filesystem(self.source.folder)
         found = fs.get_file_info(root)
         if found.type == pafs.FileType.NotFound:
             raise SourceError(f"{self.source.key}: the folder does not exist")
@@ -97,13 +100,9 @@ class FilesReader(SourceReader):
             if info.type != pafs.FileType.File:
                 continue
             relative = info.path[len(prefix):]
-            parts = relative.split("/")
-            if len(parts) > 1:
-                skipped.append([relative, info.size, f"in the subfolder {'/'.join(parts[:-1])}/ (only the folder's "
-                                                     "own files are read)"])
-            elif relative.startswith(("_", ".")):
-                skipped.append([relative, info.size, "hidden name (starts with '_' or '.': a marker or a file being "
-                                                     "written)"])
+            why = not_read(relative)
+            if why:
+                skipped.append([relative, info.size, why])
             else:
                 read.append([base + relative, info.size, info.mtime_ns])
         return sorted(read, key=lambda f: (f[2], f[0])), sorted(skipped)
@@ -127,7 +126,7 @@ class FilesReader(SourceReader):
             [f"... and {len(again) - 20} more"] if len(again) > 20 else [])
 
     def changed(self, fixed: Range) -> list[str]:
-        fs, root = _file_system(self.source.folder)
+        fs, root = filesystem(self.source.folder)
         base = self.source.folder.rstrip("/") + "/"
         listed = fixed.position.get("files", [])
         # One request for all of them: each file's path on the folder's file system.

@@ -10,6 +10,8 @@ Spark and Hadoop's FileSystem take them (no percent-encoding).
 - join_uri(uri, *segments): the URI of a location under another one.
 - local_path(uri, setting): the local path of a file:// URI (for tools that write files
   themselves, such as the sample data maker).
+- filesystem(uri): pyarrow's file system of a URI and the path in it, for what reads and
+  writes files without a JVM (a landing folder's listing, Iceberg's staged files).
 """
 
 from __future__ import annotations
@@ -127,3 +129,15 @@ def _shown(value: str) -> str:
 
 def _bad(value: str, setting: str, why: str) -> StorageURIError:
     return StorageURIError(f"{setting} {_shown(value)} is not a storage location: {why}")
+
+
+def filesystem(uri: str):
+    """pyarrow's file system of a URI (file://, s3://, hdfs://...) and the path in it. A
+    plain absolute path is a local one; s3a:// (Hadoop's name) is pyarrow's s3://."""
+    import pyarrow.fs as pafs
+
+    if uri.startswith("/"):
+        uri = f"file://{uri}"
+    if uri.startswith("s3a://"):
+        uri = "s3://" + uri[len("s3a://"):]
+    return pafs.FileSystem.from_uri(uri)

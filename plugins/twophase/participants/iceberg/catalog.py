@@ -21,6 +21,7 @@ import pyarrow.fs as pafs
 
 from ... import ids
 from ...errors import SpecError, Terminal
+from ...spark.storage import filesystem
 from .target import IcebergTarget
 
 LOAD_PROPERTY = "twophase.load_id"  # in the summary of each snapshot a load commits
@@ -130,11 +131,6 @@ def staging_dir(table, load_id: str, attempt: int = 1) -> str:
     (as before attempts were fenced), `<load id>+a<n>` for attempt n."""
     tag = ids.attempt_tag(attempt)
     return f"{table.location().rstrip('/')}/{STAGING_DIR}/{load_id}" + (f"+{tag}" if tag else "")
-
-
-def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    """pyarrow's filesystem of a URI (file://, s3://, hdfs://...) and the path in it."""
-    return pafs.FileSystem.from_uri(uri)
 
 
 def uri_of(base_uri: str, path: str) -> str:
