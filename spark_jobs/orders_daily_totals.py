@@ -47,6 +47,7 @@ from pyspark.sql import functions as F
 
 import order_rules
 from order_rules import REASONS, check_line
+from twophase.sources.files import not_read
 from twophase.spark.job import Output, run
 from twophase.spark.storage import storage_uri
 
@@ -101,12 +102,9 @@ def list_day(spark: SparkSession, path: str) -> Listing:
         status = files.next()
         full, size = status.getPath().toString(), status.getLen()
         relative = full[len(prefix):] if full.startswith(prefix) else full
-        parts = relative.split("/")
-        if len(parts) > 1:
-            skipped.append((relative, size, f"in the subfolder {'/'.join(parts[:-1])}/ (only the day folder's "
-                                            "own files are read)"))
-        elif relative.startswith(("_", ".")):
-            skipped.append((relative, size, "hidden name (starts with '_' or '.': a marker or a file being written)"))
+        why = not_read(relative, "the day folder")
+        if why:
+            skipped.append((relative, size, why))
         else:
             read.append((full, size))
     return Listing(sorted(read), sorted(skipped))
