@@ -112,8 +112,7 @@ class MemoryLog(TransactionLog):
                 spec = plan(others)
             key = spec.source.key if spec.source is not None else None
             if fix is not None and key is not None:
-                spec = fix([self._load(r) for r in self._by_began(
-                    r for r in self._loads.values() if r["source"] == key and r["load_id"] != spec.load_id)])
+                spec = fix([x for x in self.of_source(key) if x.load_id != spec.load_id])
             now = self._clock()
             self._loads[spec.load_id] = dict(
                 load_id=spec.load_id, pipeline=spec.pipeline, run_id=spec.run_id, state=State.PREPARING.value,
