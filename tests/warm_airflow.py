@@ -1,16 +1,17 @@
 """`airflow dags test` for the tests, from a warm Python: the same command, each run a fresh
 process, started without paying Airflow's start again.
 
-Every `airflow` process spends about 7 CPU-s before it runs anything: importing Airflow
-and building the execution API that `dags test` serves to its tasks in-process (Cadwyn's
-versioned FastAPI app). A DAG run of the tests costs ~40 CPU-s in all, and the suite runs
-some thirty. So each pytest worker keeps one server process that has done that once
-(`serve`: imports the CLI, builds the app) and forks it for each run: the child sets the
-run's environment, working directory and output files, runs Airflow's own `main()` with
-the run's arguments and exits with its exit code, as the `airflow` command would. The
-DAG file, the project's code and the connections are read in the child, as in a new
-process (nothing of the project is imported before the fork); Airflow's ORM disposes
-its pooled connections in a forked child by itself (settings.py).
+Every `airflow dags test` spends about 15 CPU-s on what is the same in every run: importing
+Airflow, building the execution API that `dags test` serves to its tasks in-process
+(Cadwyn's versioned FastAPI app, whose routes Cadwyn builds at its first request: 5 CPU-s
+alone), and importing the libraries the DAG file imports (pyspark, pyiceberg, pyarrow). A
+DAG run of the tests costs ~40 CPU-s in all, and the suite runs some forty. So each pytest
+worker keeps one server process that has done that once (`serve`) and forks it for each
+run: the child sets the run's environment, working directory and output files, runs
+Airflow's own `main()` with the run's arguments and exits with its exit code, as the
+`airflow` command would. The DAG file, the project's code and the connections are read in
+the child, as in a new process (nothing of the project is imported before the fork);
+Airflow's ORM disposes its pooled connections in a forked child by itself (settings.py).
 
 What the server read at its start stays: Airflow's configuration (AIRFLOW_HOME, the
 AIRFLOW__ variables) and the Python path. A run whose environment differs there gets a
@@ -19,6 +20,7 @@ new server. TWOPHASE_TEST_WARM_AIRFLOW=0 runs the plain `airflow` command instea
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import select
@@ -33,6 +35,9 @@ from pathlib import Path
 AIRFLOW = Path(sys.executable).parent / "airflow"
 # What Airflow reads once, at import: a server serves only runs that agree on these.
 _AT_IMPORT = ("AIRFLOW_HOME", "PYTHONPATH", "VIRTUAL_ENV")
+# The libraries the DAG files import, imported by the server once (the project's own code is not).
+THIRD_PARTY = ("pyspark.sql", "pyiceberg.catalog.sql", "pyiceberg.table", "pyarrow.compute", "pyarrow.fs",
+               "pyarrow.parquet", "confluent_kafka.admin", "psycopg2.extras")
 
 
 @dataclass
@@ -138,9 +143,12 @@ def _serve() -> None:
     from airflow.cli.commands import dag_command  # noqa: F401 (what `dags test` runs)
     from airflow.sdk.execution_time.supervisor import in_process_api_server
 
-    # Built once here, used by every child: the in-process API server is cached, its app too
-    # (its transport, a thread and an event loop, is made in the child on first use).
-    in_process_api_server().app
+    # Built once here, used by every child: the in-process API server is cached, its app and
+    # the app's versioned routes too (its transport, a thread and an event loop, is made in
+    # the child on first use).
+    in_process_api_server().app._cadwyn_initialize()
+    for library in THIRD_PARTY:
+        importlib.import_module(library)
     answers.write(json.dumps({"ready": True}) + "\n")
     for line in requests:
         request = json.loads(line)

@@ -1,11 +1,14 @@
 """A crash at every failpoint, then recovery: the load ends all or nothing, exact counts.
 
-Each case runs a whole load of the multi-target example (support.many_spec: three tables
-over two databases, one of them fed by a second frame, two topics and an Iceberg table;
-commit order: Kafka, Iceberg, then the prepared Postgres transactions) in a child process
-with TWOPHASE_FAILPOINT set; the process (or, for the spark.* points, a Spark task's Python
-worker) is SIGKILLed there, at the first participant that reaches the point. Then recovery
-runs (deadline 0: presume abort at once) and `verify` must pass.
+Each case runs a load of the multi-target example (support.many_spec: three tables over
+two databases, one of them fed by a second frame, two topics and an Iceberg table; commit
+order: Kafka, Iceberg, then the prepared Postgres transactions) with TWOPHASE_FAILPOINT set
+in a child process, which is SIGKILLed there, at the first participant that reaches the
+point. For a point of the vote or phase 2, the test prepares the load in its own Spark
+session, as the prepare task does in its process, and the child runs the vote and phase 2,
+as the next tasks do (without a Spark of its own to start). For a point of prepare the
+child runs the whole load; at a spark.* point a Spark task's Python worker is what dies.
+Then recovery runs (deadline 0: presume abort at once) and `verify` must pass.
 """
 
 from __future__ import annotations
@@ -19,21 +22,26 @@ from pathlib import Path
 
 import pytest
 
-from support import iceberg_leftovers, many_seen, many_spec
+from support import iceberg_leftovers, many_frames, many_seen, many_spec
 from twophase.ops import recovery
 from twophase.ops.verify import verify
 from twophase.participants.postgres import prepared_gids, staging_tables
+from twophase.protocol import coordinator
 from twophase.protocol.states import TERMINAL, State
 
 ROWS = 2000
 DRIVER = Path(__file__).with_name("crash_driver.py")
 
-# failpoint -> (quality gate passes?, does the driver die?, final state after recovery)
-CASES = {
+# failpoint -> (quality gate passes?, does the driver die?, final state after recovery).
+# The points of prepare (the child runs the whole load):
+IN_PREPARE = {
     "spark.partition_midway": (True, False, State.COMMITTED),
     "spark.partition_staged": (True, False, State.COMMITTED),
     "iceberg.prepared": (True, True, State.ABORTED),
     "coordinator.votes_logged": (True, True, State.ABORTED),
+}
+# ... and of the vote and phase 2 (the test prepares, the child runs the vote and phase 2):
+AFTER_PREPARE = {
     "pg.before_prepare": (True, True, State.ABORTED),     # the vote's ready(), from here on
     "pg.after_prepare": (True, True, State.ABORTED),
     "coordinator.readied": (True, True, State.ABORTED),
@@ -45,19 +53,25 @@ CASES = {
     "coordinator.committed_logged": (True, True, State.COMMITTED),
     "rollback.middle": (False, True, State.ABORTED),
 }
+CASES = {**IN_PREPARE, **AFTER_PREPARE}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", list(CASES))
-def test_crash_then_recover(point, txlog, many_conns, many, pg_dsn, reporting_dsn, kafka_bootstrap, tmp_path):
+def test_crash_then_recover(point, spark, txlog, many_conns, many, pg_dsn, reporting_dsn, kafka_bootstrap, tmp_path):
     gate_passes, driver_dies, final = CASES[point]
     spec = many_spec(many, many["topic"])
+    mode = []
+    if point in AFTER_PREPARE:
+        coordinator.begin(txlog, spec)
+        coordinator.prepare(txlog, many_conns, spec.load_id, many_frames(spark, ROWS))
+        mode = ["decide"]
     tests = str(Path(__file__).parents[1])
     env = {**os.environ, "TWOPHASE_FAILPOINT": point, "TWOPHASE_FAILPOINT_ONCE": str(tmp_path / "fired"),
            "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(
-        [sys.executable, str(DRIVER), json.dumps(many), spec.run_id, str(ROWS), "0" if gate_passes else str(ROWS + 1)],
-        env=env, capture_output=True, text=True, timeout=300)
+        [sys.executable, str(DRIVER), json.dumps(many), spec.run_id, str(ROWS), "0" if gate_passes else str(ROWS + 1),
+         *mode], env=env, capture_output=True, text=True, timeout=300)
     assert (tmp_path / "fired").exists(), f"failpoint {point} was never reached:\n{proc.stderr[-3000:]}"
     if driver_dies:
         assert proc.returncode == -9, f"expected the driver killed at {point}:\n{proc.stderr[-3000:]}"
