@@ -122,9 +122,9 @@ def pytest_collection_modifyitems(items):
     """The order work goes out in, longest first, so that no long test starts last while
     the other workers idle: the UI tests and the cluster's (each group a long row on one
     worker, with waits that cost no CPU: the other workers fill the cores meanwhile), the
-    benchmarks' toy runs, the DAG runs of tests/pipeline, the rest; last, the tests that
-    run alone (the other workers run out of work about then, so waiting for them to finish
-    costs little). Without xdist the order is the same."""
+    benchmarks' toy runs, the DAG runs of tests/pipeline, the other tests marked slow, the
+    rest; last, the tests that run alone (the other workers run out of work about then, so
+    waiting for them to finish costs little). Without xdist the order is the same."""
     for item in items:
         for kind in ("ui", "cluster"):
             if item.get_closest_marker(kind) is not None and group_of(item.nodeid) != kind:
@@ -141,8 +141,12 @@ def pytest_collection_modifyitems(items):
         if group == "cluster":
             return 1
         if item.get_closest_marker("alone") is not None:
-            return 5
-        return 2 if group == "bench" else 3 if item.nodeid.startswith("tests/pipeline/") else 4
+            return 6
+        if group == "bench":
+            return 2
+        if item.nodeid.startswith("tests/pipeline/"):
+            return 3
+        return 4 if item.get_closest_marker("slow") is not None else 5
     items.sort(key=rank)
 
 

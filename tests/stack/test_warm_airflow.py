@@ -55,6 +55,7 @@ def test_a_warm_run_ends_as_the_airflow_command_does(monkeypatch):
     assert warm_airflow._current.proc.pid != server, "a run of another configuration reused the server"
 
 
+@pytest.mark.slow  # a minute, most of it waiting for the timeout: handed out early (conftest.py)
 def test_a_run_past_its_timeout_is_killed_with_what_it_started(monkeypatch, tmp_path):
     dags, marker = tmp_path / "dags", tmp_path / "sleeping.pid"
     dags.mkdir()
