@@ -40,6 +40,10 @@ begin
         execute format('grant usage on sequence twophase.transitions_id_seq to %I', grantee);
         execute format('grant select, insert, delete on twophase.quarantine to %I', grantee);
         execute format('grant usage on sequence twophase.quarantine_id_seq to %I', grantee);
+        if to_regclass('twophase.source_skips') is not null then
+            execute format('grant select, insert on twophase.source_skips to %I', grantee);
+            execute format('grant usage on sequence twophase.source_skips_id_seq to %I', grantee);
+        end if;
     end if;
 end
 $$;

@@ -1,11 +1,17 @@
 """The Kafka source (twophase/sources/kafka.py) against the stack's broker, on what cannot be
 exactly once unless it is loud: an open transaction (the range stops before it), offsets
-deleted before any load read them, a re-created topic, added partitions, a topic that does
-not exist; and a first load from a timestamp."""
+deleted before any load read them (and an operator's skip of them, `skip-deleted`), a
+re-created topic, added partitions, a topic that does not exist; and a first load from a
+timestamp."""
 
 from __future__ import annotations
 
+import getpass
+import re
+import subprocess
+import sys
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import pytest
@@ -13,8 +19,14 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from twophase.connections import Connections
-from twophase.sources import SourceError
+from twophase.ids import load_id_for
+from twophase.log import PostgresLog
+from twophase.participants.postgres import PostgresTarget
+from twophase.protocol import coordinator
+from twophase.protocol.states import State
+from twophase.sources import Range, SourceError
 from twophase.sources.kafka import KafkaSource
+from twophase.spec import LoadSpec
 
 
 @pytest.fixture
@@ -72,6 +84,41 @@ def test_offsets_deleted_before_any_load_read_them_refuse_the_load_naming_them(k
     admin.delete_records([TopicPartition(topic, 0, 4)])[TopicPartition(topic, 0, 4)].result()  # a retention
     with pytest.raises(SourceError, match=r"retention deleted offsets no load read: partition 0 offsets 2..3"):
         src.fix([first])
+    skipped = src.deleted([first])
+    assert skipped.position["partitions"] == {"0": [2, 4], "1": [0, 0]} and skipped.records == 2
+    assert src.follows([first], skipped) == [] and src.deleted([first, skipped]) is None
+    assert src.fix([first, skipped]).position["partitions"] == {"0": [4, 5], "1": [0, 0]}
+
+
+def test_an_operator_skips_deleted_offsets_with_the_cli_and_the_next_load_starts_after_them(
+        kafka_bootstrap, topic, pg_dsn, unique_name):
+    produce(kafka_bootstrap, topic, 6)
+    source, log, conns = KafkaSource(topic, group=f"g-{topic}"), PostgresLog(pg_dsn), Connections.from_env()
+    spec = LoadSpec(load_id=load_id_for(unique_name, "run-1"), pipeline=unique_name, run_id="run-1",
+                    targets=(PostgresTarget("core_tests.never_written"),), source=source)
+    first = coordinator.begin(log, spec, conns)  # reads 0..5 of partition 0; the log says it committed
+    for state in (State.PREPARED, State.COMMITTING, State.COMMITTED):
+        log.transition(first.load_id, state)
+    produce(kafka_bootstrap, topic, 4)  # offsets 6..9, of which a retention deletes 6..7
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.delete_records([TopicPartition(topic, 0, 8)])[TopicPartition(topic, 0, 8)].result()
+    second = replace(spec, load_id=load_id_for(unique_name, "run-2"), run_id="run-2")
+    with pytest.raises(SourceError, match=rf"partition 0 offsets 6..7: .* python -m twophase skip-deleted "
+                                          rf"'{re.escape(source.key)}'"):
+        coordinator.begin(log, second, conns)
+
+    cli = [sys.executable, "-m", "twophase", "skip-deleted", source.key]
+    skipped = subprocess.run([*cli, "--reason", "retention outran the pipeline"], capture_output=True, text=True,
+                             timeout=120)
+    assert skipped.returncode == 0, skipped.stderr
+    assert f"skipped {source.key}: 2 offset(s), partition 0 6..8, partition 1 0..0" in skipped.stdout
+    assert f"by {getpass.getuser()}: retention outran the pipeline" in skipped.stdout
+    [skip] = log.skips(source.key)
+    assert (skip.by, skip.why) == (getpass.getuser(), "retention outran the pipeline")
+    again = subprocess.run([*cli, "--reason", "twice"], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 1 and "nothing to skip" in again.stderr
+    assert Range.from_json(coordinator.begin(log, second, conns).source_range).position["partitions"] == {
+        "0": [8, 10], "1": [0, 0]}
 
 
 def test_a_re_created_topic_is_refused(kafka_bootstrap, topic):

@@ -1,7 +1,9 @@
 """Loads that read a source through Spark, on the stack: events produced to a Kafka topic
 while loads run, one rolled back, reach the Postgres table and the output topic exactly
 once (an independent read of the whole source topic equals the union of the committed
-loads); a file that grows after begin fails its load, named, and the next load reads it."""
+loads), and the pipeline's consumer group shows where the committed loads got to (in the
+copy transaction, or after the commit when the load has no Kafka target); a file that
+grows after begin fails its load, named, and the next load reads it."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import sys
 
 import psycopg2
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import functions as F
 
@@ -45,10 +47,25 @@ def events(pg_dsn, kafka_bootstrap, unique_name):
     return {"source": source, "output": output, "table": table, "pipeline": name}
 
 
-def spec_for(events: dict, run: str, source) -> LoadSpec:
+def spec_for(events: dict, run: str, source, to_kafka: bool = True) -> LoadSpec:
+    targets = (PostgresTarget(events["table"]),) + ((KafkaTarget(events["output"], key_column="event_id"),)
+                                                     if to_kafka else ())
     return LoadSpec(load_id=load_id_for(events["pipeline"], run), pipeline=events["pipeline"], run_id=run,
-                    targets=(PostgresTarget(events["table"]), KafkaTarget(events["output"], key_column="event_id")),
-                    source=source)
+                    targets=targets, source=source)
+
+
+def group_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    """The consumer group's committed offsets of the topic's three partitions (-1001: none)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        return {tp.partition: tp.offset for tp in consumer.committed([TopicPartition(topic, p) for p in range(3)],
+                                                                    timeout=30)}
+    finally:
+        consumer.close()
+
+
+def ends(load) -> dict[int, int]:
+    return {int(p): end for p, (_, end) in Range.from_json(load.source_range).position["partitions"].items()}
 
 
 def job(spark, load, conns):
@@ -82,6 +99,11 @@ def test_kafka_source_loads_are_exactly_once_while_events_keep_coming(spark, eve
         else:
             coordinator.rollback(log, conns, spec.load_id)
         outcomes.append(log.get(spec.load_id).state)
+        # The pipeline's consumer group shows the last committed load's end, committed in its
+        # copy transaction (Kafka's own tools read the lag from it); a rolled back load moves nothing.
+        shown = [ends(x) for x in log.recent(100, events["pipeline"]) if x.state == State.COMMITTED][:1]
+        assert group_offsets(kafka_bootstrap, events["pipeline"], events["source"]) == (
+            shown[0] if shown else {p: -1001 for p in range(3)})
     # Whatever the cap left over: loads until the source is drained (once its last
     # transaction's markers are written: until then a range ends before its records).
     wait_settled(kafka_bootstrap, events["source"])
@@ -114,6 +136,23 @@ def test_kafka_source_loads_are_exactly_once_while_events_keep_coming(spark, eve
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["source"].startswith(f"kafka:default/{events['source']}#{events['pipeline']}: ")
     assert json.loads(shown.stdout)["source_lag"] == 0
+
+
+def test_a_load_without_a_kafka_target_shows_its_end_in_the_group_once_committed(spark, events, kafka_bootstrap,
+                                                                                   pg_dsn, conns):
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for n in range(12):
+        producer.produce(events["source"], json.dumps({"event_id": f"e{n}", "customer_id": "c1", "amount": n}),
+                         partition=n % 3)
+    producer.flush(30)
+    log, source = PostgresLog(pg_dsn), KafkaSource(events["source"], group=events["pipeline"])
+    spec = spec_for(events, "run-1", source, to_kafka=False)
+    load = coordinator.begin(log, spec, conns)
+    coordinator.prepare(log, conns, spec.load_id, job(spark, load, conns))
+    assert coordinator.vote(log, conns, spec.load_id).state == State.COMMITTING
+    assert group_offsets(kafka_bootstrap, events["pipeline"], events["source"]) == {p: -1001 for p in range(3)}
+    coordinator.commit(log, conns, spec.load_id)
+    assert group_offsets(kafka_bootstrap, events["pipeline"], events["source"]) == ends(load) == {0: 4, 1: 4, 2: 4}
 
 
 def test_a_file_that_grows_after_begin_fails_its_load_naming_it_and_the_next_load_reads_it(

@@ -119,6 +119,33 @@ def test_begin_of_a_sourced_load_fixes_its_range_with_the_sources_other_loads(lo
     assert [x.load_id for x in log.of_source(source.key)] == [first.load_id, second.load_id]
 
 
+def test_a_skip_of_a_source_is_decided_with_its_loads_and_skips_and_kept_with_who_and_why(log, pipeline):
+    source = MemorySource(f"{pipeline}-feed")
+    load, _ = log.begin(replace(spec_of(pipeline), source=source), fix=lambda others: replace(
+        spec_of(pipeline), source=source, source_range={"source": source.key, "kind": "memory",
+                                                        "position": {"start": 0, "end": 3}}))
+    seen: list = []
+
+    def decide(loads, skips):
+        seen.append(([x.load_id for x in loads], [s.source_range["position"] for s in skips]))
+        return {"source": source.key, "kind": "memory", "position": {"start": 3 + 2 * len(skips),
+                                                                     "end": 5 + 2 * len(skips)}}
+
+    def refuse(loads, skips):
+        raise RuntimeError("refused")
+
+    with pytest.raises(RuntimeError, match="refused"):
+        log.skip(source.key, refuse, "ops", "nothing")
+    assert log.skips(source.key) == []
+    first = log.skip(source.key, decide, "ops", "retention outran the pipeline")
+    second = log.skip(source.key, decide, "ana", "again")
+    assert (first.source, first.by, first.why, first.source_range["position"]) == (
+        source.key, "ops", "retention outran the pipeline", {"start": 3, "end": 5})
+    assert log.skips(source.key) == [first, second] and first.at <= second.at
+    assert seen == [([load.load_id], []), ([load.load_id], [{"start": 3, "end": 5}])]
+    assert log.skips(f"{source.key}-other") == []
+
+
 def test_an_unknown_load_is_refused_by_every_rule_and_read_as_unknown(log, pipeline):
     missing = load_id_for(pipeline, "never-begun")
     with pytest.raises(UnknownLoad):

@@ -1,7 +1,8 @@
 """The streaming example end to end (dags/orders_stream_totals.py): order events produced to
 orders-events; a run loads exactly the events after the last committed load into the
 table, the topic and the Iceberg table; the events on the topic, read independently, equal
-the committed loads' totals; a run with nothing new is green without a load. (Loads that
+the committed loads' totals, and the pipeline's consumer group shows the last committed
+end; a run with nothing new is green without a load. (Loads that
 continue each other, a rolled back one's events read again: tests/core/test_source_loads.py.)"""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections import Counter
 
 import psycopg2
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from orders_sample.stream import TOPIC, produce
 from support import count_iceberg_rows, header, read_topic, wait_settled
@@ -47,6 +49,14 @@ def test_a_run_loads_the_new_events_exactly_once_and_one_with_nothing_new_loads_
     customers = len(totals(pg_dsn, [load.load_id]))
     out = [m for m in read_topic(kafka_bootstrap, "customer-stream-totals") if header(m, "load_id") == load.load_id]
     assert len(out) == customers == count_iceberg_rows("analytics.customer_stream_totals", load.load_id)
+    # Kafka's own tools see where the pipeline got to: its group's offsets, committed with the output.
+    fixed = Range.from_json(load.source_range).position["partitions"]
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": DAG_ID})
+    try:
+        shown = consumer.committed([TopicPartition(TOPIC, int(p)) for p in fixed], timeout=30)
+    finally:
+        consumer.close()
+    assert {str(tp.partition): tp.offset for tp in shown} == {p: end for p, (_, end) in fixed.items()}
 
     # Nothing new: green, and no load.
     run = run_dag({}, dag_id=DAG_ID)

@@ -15,7 +15,7 @@ import pytest
 from test_coordinator import Conns, make_spec, visible
 from twophase.log import MemoryLog
 from twophase.participants.memory import LocalFrame, LocalStage, MemoryStore
-from twophase.protocol import coordinator
+from twophase.protocol import coordinator, sourcing
 from twophase.protocol.states import State
 from twophase.sources import Range, SourceError
 from twophase.sources.memory import FEED, MemoryReader, MemorySource
@@ -70,7 +70,8 @@ def test_one_load_of_a_source_at_a_time(tmp_path):
 
 def test_loads_read_every_record_exactly_once_across_aborts_and_a_cap(tmp_path):
     """Twenty loads while the source grows, a third of them rolled back, at most 7 records
-    each: the committed loads' ranges are contiguous and hold every record once."""
+    each: the committed loads' ranges are contiguous and hold every record once, and the
+    source shows the last committed end after each."""
     name, rng = tmp_path.name, random.Random(7)
     log, store = MemoryLog(), MemoryStore()
     conns = Conns(store)
@@ -85,6 +86,8 @@ def test_loads_read_every_record_exactly_once_across_aborts_and_a_cap(tmp_path):
         assert visible(conns, load.load_id)["shop.orders"] == (fixed.records if load.state == State.COMMITTED else 0)
         if load.state == State.COMMITTED:
             committed.append(fixed)
+        # The source's own tools show where the committed loads got to; an aborted one moves nothing.
+        assert FEED.shown.get(name) == (committed[-1].position["end"] if committed else None)
     ends = [(r.position["start"], r.position["end"]) for r in committed]
     assert all(a[1] == b[0] for a, b in zip(ends, ends[1:])), ends  # no gap, no overlap
     assert sum(r.records for r in committed) == ends[-1][1] and ends[0][0] == 0
@@ -186,3 +189,52 @@ def test_a_range_that_names_another_source_is_refused(tmp_path):
                                           "memory:someone-else"):
         coordinator.begin(log, sourced(tmp_path.name, "r1", source=Elsewhere(tmp_path.name)))
     assert log.recent() == []
+
+
+def test_a_position_the_source_cannot_show_leaves_the_load_committed_and_says_so(tmp_path, caplog, monkeypatch):
+    def mirror(reader, fixed):  # the source's own tools do not answer (a Kafka group coordinator away)
+        raise ConnectionError("the group coordinator does not answer")
+    monkeypatch.setattr(MemoryReader, "mirror", mirror)
+    name = tmp_path.name
+    FEED.append(name, *range(3))
+    log, conns = MemoryLog(), Conns(MemoryStore())
+    load = run(log, conns, sourced(name, "r1"))
+    assert load.state == State.COMMITTED and visible(conns, load.load_id)["shop.orders"] == 3
+    assert f"load {load.load_id} committed, but its position in memory:{name} was not shown" in caplog.text
+    assert "the group coordinator does not answer" in caplog.text
+    assert coordinator.commit(log, conns, load.load_id) == []  # committed already: nothing again
+
+
+def test_records_deleted_before_any_load_read_them_stop_the_source_until_an_operator_skips_them(tmp_path):
+    name = tmp_path.name
+    FEED.append(name, *range(10))
+    log, conns = MemoryLog(), Conns(MemoryStore())
+    key = f"memory:{name}"
+    with pytest.raises(SourceError, match="no load has read"):
+        sourcing.skip_deleted(log, conns, key, "ops", "nothing read yet")
+    first = run(log, conns, sourced(name, "r1", cap=4))
+    assert Range.from_json(first.source_range).position == {"start": 0, "end": 4}
+    with pytest.raises(sourcing.NothingToSkip, match="nothing to skip"):
+        sourcing.skip_deleted(log, conns, key, "ops", "nothing deleted")
+    FEED.trim(name, 7)  # a retention deletes 4..6 before any load read them
+    with pytest.raises(SourceError, match=rf"records 4..6 were deleted before any load read them \(to go on "
+                                          rf"without them: python -m twophase skip-deleted '{key}'\)"):
+        coordinator.begin(log, sourced(name, "r2"))
+    assert len(log.of_source(key)) == 1, "nothing is logged for a refused load"
+    other = coordinator.begin(log, sourced(name + "-x", "r3", source=MemorySource(name + "-x")))
+    assert other.source != key  # another source's load in flight is no obstacle to the skip
+
+    skip = sourcing.skip_deleted(log, conns, key, "ops", "retention outran the pipeline")
+    assert (skip.by, skip.why) == ("ops", "retention outran the pipeline")
+    assert Range.from_json(skip.source_range) == Range(key, "memory", {"start": 4, "end": 7}, 3,
+                                                       "deleted before any load read them")
+    second = run(log, conns, sourced(name, "r2"))
+    assert second.state == State.COMMITTED
+    assert Range.from_json(second.source_range).position == {"start": 7, "end": 10}
+    assert MemorySource(name).open().lag(sourcing.consumed(log.of_source(key), log.skips(key))) == 0
+
+    FEED.trim(name, 10)
+    FEED.append(name, 10, 11)
+    third = coordinator.begin(log, sourced(name, "r4"))
+    with pytest.raises(sourcing.SourceBusy, match=f"load {third.load_id} of the same source"):
+        sourcing.skip_deleted(log, conns, key, "ops", "while a load reads it")

@@ -23,7 +23,7 @@ from ..protocol.states import DECISION_OF, PHASE_2, TIMESTAMP_OF, State
 from ..protocol.votes import Vote
 from ..spec import LoadSpec
 from .conflicts import DriverBusy, LeaseLost, StateConflict, Superseded
-from .records import Load, Transition
+from .records import Load, Skip, Transition
 
 NOW = object()  # a column's value in Locked.set: the time of the log's transaction
 
@@ -80,6 +80,17 @@ class TransactionLog(ABC):
         of the same source (its key; any pipeline; oldest first) under a lock that
         serializes begins of that source; it returns the spec to log with the range it
         reads (`source_range`), or raises to refuse the load."""
+
+    @abstractmethod
+    def skip(self, source: str, decide: Callable[[list[Load], list[Skip]], dict], by: str, why: str) -> Skip:
+        """Record an operator's skip of the source's records that no load can read (see
+        Skip). `decide` is called with the source's loads and earlier skips (oldest first)
+        under the lock that serializes the source's begins; it returns the skipped range
+        (sources.Range as JSON), or raises to record nothing."""
+
+    @abstractmethod
+    def skips(self, source: str) -> list[Skip]:
+        """The source's skips, oldest first."""
 
     @abstractmethod
     def get(self, load_id: str) -> Load:

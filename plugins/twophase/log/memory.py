@@ -28,7 +28,7 @@ from ..protocol.votes import Vote
 from ..spec import LoadSpec
 from .conflicts import UnknownLoad
 from .contract import NOW, Locked, TransactionLog
-from .records import Load, Transition
+from .records import Load, Skip, Transition
 from .schema import MIGRATIONS
 
 
@@ -86,6 +86,7 @@ class MemoryLog(TransactionLog):
         self._votes: dict[str, dict[str, dict]] = {}
         self._transitions: dict[str, list[Transition]] = {}
         self._lock = threading.RLock()
+        self._skips: dict[str, list[Skip]] = {}  # source key -> its skips, oldest first
         self._quarantine: dict[str, list[Kept]] = {}  # load id -> its kept entries
 
     @contextmanager
@@ -183,6 +184,17 @@ class MemoryLog(TransactionLog):
         with self._lock:
             return [self._load(r) for r in self._by_began(self._loads.values())
                     if State(r["state"]) not in states.TERMINAL and pipeline in (None, r["pipeline"])]
+
+    def skip(self, source: str, decide, by: str, why: str) -> Skip:
+        with self._lock:
+            skipped = decide(self.of_source(source), self.skips(source))
+            done = Skip(source, _json(skipped), by, why, self._clock())
+            self._skips.setdefault(source, []).append(done)
+            return done
+
+    def skips(self, source: str) -> list[Skip]:
+        with self._lock:
+            return list(self._skips.get(source, []))
 
     def of_source(self, source: str) -> list[Load]:
         with self._lock:

@@ -28,7 +28,7 @@ from ..server_errors import servers
 from ..spec import LoadSpec
 from .conflicts import UnknownLoad
 from .contract import NOW, Locked, TransactionLog
-from .records import Load, Transition
+from .records import Load, Skip, Transition
 from .schema import MIGRATIONS, WRITER_GRANTS
 
 
@@ -263,6 +263,28 @@ class PostgresLog(TransactionLog):
             cur.execute("select * from twophase.loads where state <> all(%s) and (%s::text is null or pipeline = %s) "
                         "order by began_at", (terminal, pipeline, pipeline))
             return [Load.from_row(r) for r in cur.fetchall()]
+
+    def skip(self, source: str, decide, by: str, why: str) -> Skip:
+        """See TransactionLog.skip: under the advisory lock of the source's begins."""
+        with self._cursor() as cur:
+            privileges.require(cur, WRITER_GRANTS)
+            cur.execute("select pg_advisory_xact_lock(hashtext('twophase.source'), hashtext(%s))", (source,))
+            cur.execute("select * from twophase.loads where source = %s order by began_at", (source,))
+            loads = [Load.from_row(r) for r in cur.fetchall()]
+            skipped = decide(loads, self._skips(cur, source))
+            cur.execute("insert into twophase.source_skips (source, source_range, by_whom, why) values (%s, %s, %s, %s) "
+                        "returning source, source_range, by_whom as by, why, at", (source, json.dumps(skipped), by, why))
+            return Skip(**cur.fetchone())
+
+    def skips(self, source: str) -> list[Skip]:
+        with self._cursor() as cur:
+            return self._skips(cur, source)
+
+    @staticmethod
+    def _skips(cur, source: str) -> list[Skip]:
+        cur.execute("select source, source_range, by_whom as by, why, at from twophase.source_skips "
+                    "where source = %s order by at, id", (source,))
+        return [Skip(**r) for r in cur.fetchall()]
 
     def of_source(self, source: str) -> list[Load]:
         with self._cursor() as cur:

@@ -1,5 +1,6 @@
-"""What the transaction log returns: a load's row (Load) and one of its state changes
-(Transition). Plain values: changing one never changes the log."""
+"""What the transaction log returns: a load's row (Load), one of its state changes
+(Transition), and an operator's skip of a source's deleted records (Skip). Plain values:
+changing one never changes the log."""
 
 from __future__ import annotations
 
@@ -59,4 +60,17 @@ class Transition:
     from_state: str | None
     to_state: str
     reason: str | None
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Records of a source that no load can read any more (deleted by a retention before
+    any load read them), passed over by an operator: the next load of the source starts
+    after `source_range`, which says what was skipped (sources.Range as JSON)."""
+
+    source: str
+    source_range: dict
+    by: str
+    why: str
     at: datetime

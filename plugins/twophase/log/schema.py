@@ -117,6 +117,19 @@ MIGRATIONS = [
     alter table twophase.loads add column source_range jsonb;
     create index loads_source on twophase.loads (source, began_at) where source is not null;
     """,
+    # Records of a source that no load could read (deleted by a retention first), skipped
+    # by an operator (python -m twophase skip-deleted): the next load starts after them.
+    """
+    create table twophase.source_skips (
+        id bigserial primary key,
+        source text not null,
+        source_range jsonb not null,
+        by_whom text not null,
+        why text not null,
+        at timestamptz not null default now()
+    );
+    create index source_skips_source on twophase.source_skips (source, at);
+    """,
 ]
 
 # What a role that runs loads needs on the log (its schema made and migrated by an admin):
@@ -130,4 +143,6 @@ WRITER_GRANTS = [
     privileges.Grant("USAGE", "sequence", "twophase.transitions_id_seq"),
     *privileges.tables(["twophase.quarantine"], "SELECT", "INSERT", "DELETE"),  # a retry replaces; retention deletes
     privileges.Grant("USAGE", "sequence", "twophase.quarantine_id_seq"),
+    *privileges.tables(["twophase.source_skips"], "SELECT", "INSERT"),  # begin reads them; an operator skips
+    privileges.Grant("USAGE", "sequence", "twophase.source_skips_id_seq"),
 ]

@@ -1,4 +1,4 @@
-"""python -m twophase status|show|recover|verify|abandon|migrate: the transaction log from a shell.
+"""python -m twophase status|show|recover|verify|abandon|skip-deleted|migrate: the transaction log from a shell.
 
 Connections come from TWOPHASE_PG_DSN, TWOPHASE_KAFKA_BOOTSTRAP, TWOPHASE_ICEBERG_CATALOG and
 TWOPHASE_CONNECTIONS (eval "$(scripts/stack env)" sets them for the local stack). Where
@@ -20,9 +20,8 @@ from ..connections import Connections
 from ..errors import root_cause
 from ..gates import approval, quarantine
 from ..log import MIGRATIONS, DriverBusy, PostgresLog, StateConflict, UnknownLoad
-from ..protocol import coordinator
-from ..protocol.states import State
-from ..sources import Range
+from ..protocol import coordinator, sourcing
+from ..sources import Range, SourceError
 from ..spec import SpecError
 from . import recovery, report
 from .verify import verify
@@ -86,7 +85,7 @@ def _source(log, load, conns) -> dict:
         return {}
     fixed = Range.from_json(load.source_range)
     shown = {"source": spec.source.describe(fixed), "source_range": load.source_range}
-    committed = [Range.from_json(x.source_range) for x in log.of_source(load.source) if x.state == State.COMMITTED]
+    committed = sourcing.consumed(log.of_source(load.source), log.skips(load.source))
     try:
         shown["source_lag"] = spec.source.open(conns).lag(committed)
     except Exception as exc:  # noqa: BLE001 - the source's server down: say so, show the rest
@@ -154,6 +153,20 @@ def cmd_abandon(log, conns, args) -> int:
     return 0
 
 
+def cmd_skip_deleted(log, conns, args) -> int:
+    """An operator's pass over a source's records deleted before any load read them
+    (sourcing.skip_deleted)."""
+    try:
+        skip = sourcing.skip_deleted(log, conns, args.source, by=getpass.getuser(), why=args.reason)
+    except (sourcing.SourceBusy, sourcing.NothingToSkip, SourceError) as exc:
+        print(f"twophase: {exc}", file=sys.stderr)
+        return 1
+    fixed = Range.from_json(skip.source_range)
+    source = log.of_source(args.source)[-1].spec().source
+    print(f"skipped {source.describe(fixed)}, by {skip.by}: {skip.why}. The next load of the source starts after it.")
+    return 0
+
+
 def cmd_migrate(log, conns, args) -> int:
     """main() has created or upgraded the log's schema already."""
     print(f"the transaction log's schema twophase is at version {len(MIGRATIONS)}")
@@ -179,6 +192,10 @@ def main(argv: list[str] | None = None, connect: Callable[[], Connections] = Con
                                          "data interval; once you checked nothing of the load is visible")
     aba.add_argument("load_id")
     aba.add_argument("--reason", required=True, help="why, kept with the load (who: your user name)")
+    skip = sub.add_parser("skip-deleted", help="go on past a source's records that were deleted before any load "
+                                               "read them (a Kafka retention); they are never loaded")
+    skip.add_argument("source", help="the source's key, as its loads show it (e.g. kafka:default/orders#pipeline)")
+    skip.add_argument("--reason", required=True, help="why, kept with the skip (who: your user name)")
     rec = sub.add_parser("recover", help="resolve in-doubt loads and clean orphans")
     rec.add_argument("--pipeline", help="resolve only this pipeline's loads; sweep only its orphans and quarantined lines")
     rec.add_argument("--deadline-minutes", type=float, default=recovery.DEFAULT_DEADLINE.total_seconds() / 60,
@@ -196,5 +213,5 @@ def main(argv: list[str] | None = None, connect: Callable[[], Connections] = Con
     log = PostgresLog(conns.pg_dsn)
     log.ensure_schema()
     commands = {"status": cmd_status, "show": cmd_show, "recover": cmd_recover, "verify": cmd_verify,
-                "migrate": cmd_migrate, "abandon": cmd_abandon}
+                "migrate": cmd_migrate, "abandon": cmd_abandon, "skip-deleted": cmd_skip_deleted}
     return commands[args.command](log, conns, args)

@@ -17,7 +17,8 @@ same hooks and never looks inside their data:
     vote task   ready(vote) -> Vote       right before the decision: make the load ready to
                                           commit (take what commit needs: a prepared
                                           transaction) and check the staging is still whole
-    phase 2     commit(vote) | abort(vote or None), then clean_up(vote)
+    phase 2     commit(vote) | abort(vote or None), then clean_up(vote); before commit,
+                carry_source(source, range, address): a source position to commit with it
     any time    visible(load_ids)         what real readers see of the loads (verify, tests)
     recovery    sweep(endpoint, state_of) this kind's orphans: staging of ended or unknown loads
 
@@ -208,6 +209,16 @@ class Participant(ABC):
     def abort(self, vote: Vote | None) -> Outcome:
         """Discard everything staged for the load; `vote` is None when prepare did not get
         that far. FAILED when the load is already committed here."""
+
+    def carry_source(self, source, fixed, address: str) -> bool:
+        """Before commit, in the same step: take the load's consumed source position
+        (`source`, a twophase.sources Source; `fixed`, its Range; `address`, its server),
+        to commit it with this participant's own commit, atomically, where the source
+        lives on this participant's server (Kafka: the source group's offsets in the copy
+        transaction). True if taken; then every commit that is DONE or ALREADY_DONE has
+        committed it. By default a participant takes none (the coordinator then mirrors
+        the position itself, after the commit: sourcing.hand_over)."""
+        return False
 
     def clean_up(self, vote: Vote) -> str:
         """After the commit is logged: drop staging. '' when done, else what was left for

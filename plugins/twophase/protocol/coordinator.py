@@ -94,14 +94,16 @@ def begin(log: TransactionLog, spec: LoadSpec, conns: Connections | None = None,
     atomically with the other begins of that source:
     - another load of the source still in flight: SourceBusy, nothing logged;
     - else the source fixes the range the load reads: what follows the committed loads'
-      ranges (an aborted load's range is read again), checked to continue them without a
-      gap or an overlap (SourceError naming it, nothing logged), and logged with the load;
+      ranges and the records an operator skipped (an aborted load's range is read again),
+      checked to continue them without a gap or an overlap (SourceError naming it, nothing
+      logged), and logged with the load;
     - an empty range: NothingToRead when `empty` is "skip" (nothing logged), else an empty
       load is begun.
     """
     log.ensure_schema()
     load, _created = log.begin(spec, plan=lambda others: _plan(spec, others),
-                               fix=lambda others: sourcing.fix(spec, others, conns, empty))
+                               fix=lambda others: sourcing.fix(spec, others, conns, empty,
+                                                               log.skips(spec.source.key)))
     return load
 
 
@@ -315,7 +317,9 @@ def _make_ready(log: TransactionLog, load: Load, parts: list[Participant], votes
 def commit(log: TransactionLog, conns: Connections, load_id: str) -> list[Outcome]:
     """Phase 2, COMMIT, as the load's one driver (lease.py: DriverBusy while another step
     drives it): every participant in commit order, then log COMMITTED, then each
-    participant's clean_up (what it leaves is swept by recovery).
+    participant's clean_up (what it leaves is swept by recovery). A load with a source: its
+    consumed position goes to the source's own tools, in a participant's commit that can
+    carry it, else once COMMITTED is logged (sourcing.hand_over).
 
     - RETRY_LATER from any participant: RetryLater; the state stays COMMITTING and a retry
       finds the ones already done ALREADY_DONE.
@@ -332,7 +336,11 @@ def commit(log: TransactionLog, conns: Connections, load_id: str) -> list[Outcom
       later): finishes the rollback, then LoadAborted.
     """
     with step(log, load_id, conns) as (load, parts):
-        return _commit(log, load, parts)
+        mirror = sourcing.hand_over(load, conns, parts)
+        outcomes = _commit(log, load, parts)
+    if mirror and outcomes:  # committed by this call
+        mirror()
+    return outcomes
 
 
 def _commit(log: TransactionLog, load: Load, parts: list[Participant]) -> list[Outcome]:

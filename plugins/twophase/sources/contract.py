@@ -15,6 +15,9 @@ second: SourceBusy).
     prepare      changed(fixed)            why the range no longer reads as fixed (a file
                                            that grew or vanished, offsets deleted by
                                            retention), [] when it still does
+    operator     deleted(committed)        records gone before any load read them, to skip
+    commit       mirror(fixed)             the committed position in the source's own
+                                           tools (Kafka's consumer group), best effort
     status       lag(committed)            records or files not yet read by a committed
                                            load (None: cannot tell now)
 
@@ -87,6 +90,18 @@ class SourceReader(ABC):
     def changed(self, fixed: Range) -> list[str]:
         """Why the range no longer reads as it was fixed, each named; [] when it does."""
 
+    def deleted(self, committed: list[Range]) -> Range | None:
+        """The records after the committed ranges that are gone before any load read them
+        (a retention), as the range an operator may skip (sourcing.skip_deleted); None when
+        none are. By default a source never deletes what no load read."""
+        return None
+
+    def mirror(self, fixed: Range) -> None:
+        """After the load that read `fixed` committed: show where reading got to in the
+        source's own tools (Kafka: the group's committed offsets, for its lag). Best effort:
+        the log's committed ranges are the truth, and the next load mirrors its own end.
+        By default a source has nothing to show."""
+
     @abstractmethod
     def lag(self, committed: list[Range]) -> int | None:
         """Records or files after the last committed range, now; an upper bound where the
@@ -108,6 +123,11 @@ class Source(ABC):
     @abstractmethod
     def open(self, conns) -> SourceReader:
         """The hooks, with the servers of `conns` (twophase.connections.Connections)."""
+
+    def server(self, conns) -> str:
+        """The address of the server the source lives on ('' for none: files, memory), to
+        find a participant on the same server (Participant.carry_source)."""
+        return ""
 
     def frame(self, spark, fixed: Range, conns):
         """The range as a Spark DataFrame: exactly the records or lines it holds (the

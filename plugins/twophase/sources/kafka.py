@@ -65,12 +65,19 @@ class KafkaSource(Source):
     def open(self, conns) -> "KafkaReader":
         if conns is None:
             raise SourceError(f"{self.key}: reading it needs the servers (begin(log, spec, conns))")
-        return KafkaReader(self, conns.address("kafka", self.connection))
+        return KafkaReader(self, self.server(conns))
+
+    def server(self, conns) -> str:
+        return conns.address("kafka", self.connection)
 
     def describe(self, fixed: Range) -> str:
         spans = sorted(((int(p), span) for p, span in fixed.position["partitions"].items()))
         return (f"{self.key}: {fixed.records} offset(s), " + ", ".join(f"partition {p} {a}..{b}" for p, (a, b) in spans)
                 + (f" ({fixed.note})" if fixed.note else ""))
+
+    def consumed(self, fixed: Range) -> list[tuple[int, int]]:
+        """(partition, the next offset to read) after `fixed`: what its group commits."""
+        return sorted((int(p), end) for p, (_, end) in fixed.position["partitions"].items())
 
     def frame(self, spark, fixed: Range, conns):
         """The range's records with Spark's Kafka batch source (spark-sql-kafka: the stack's
@@ -174,7 +181,8 @@ class KafkaReader(SourceReader):
         if deleted:
             raise SourceError(f"{self.source.key}: retention deleted offsets no load read: " + ", ".join(
                 f"partition {p} offsets {a}..{b - 1}" for p, (a, b) in sorted(deleted.items()))
-                + ": nothing is loaded, as loading past them would lose those records without a word")
+                + ": nothing is loaded, as loading past them would lose those records without a word. To go on "
+                f"without them: python -m twophase skip-deleted '{self.source.key}' --reason '<why>'")
         ends = dict(now.stable)
         todo = {p: max(0, ends[p] - starts[p]) for p in ends}
         total = sum(todo.values())
@@ -185,6 +193,17 @@ class KafkaReader(SourceReader):
         return Range(self.source.key, self.source.kind,
                      {"topic": self.source.topic, "topic_id": now.topic_id, "partitions": partitions},
                      sum(end - start for start, end in partitions.values()), "; ".join(notes))
+
+    def deleted(self, committed: list[Range]) -> Range | None:
+        now = self.topic()
+        starts, _ = self._starts(committed, now)
+        if all(start >= now.earliest[p] for p, start in starts.items()):
+            return None
+        partitions = {str(p): [start, max(start, now.earliest[p])] for p, start in sorted(starts.items())}
+        return Range(self.source.key, self.source.kind,
+                     {"topic": self.source.topic, "topic_id": now.topic_id, "partitions": partitions},
+                     sum(end - start for start, end in partitions.values()), "deleted by retention before any load "
+                     "read them")
 
     def follows(self, committed: list[Range], fixed: Range) -> list[str]:
         problems = []
@@ -222,6 +241,19 @@ class KafkaReader(SourceReader):
                 problems.append(f"{self.source.key}: partition {p} offsets {start}..{min(now.earliest[p], end) - 1} "
                                 "were deleted by retention while the load read them")
         return problems
+
+    def mirror(self, fixed: Range) -> None:
+        """The group's offsets at the range's end, committed plainly (a load with a Kafka
+        target on this cluster commits them in its copy transaction instead:
+        KafkaParticipant.carry_source)."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        from ..participants.kafka.client import _patiently, kafka_client
+
+        offsets = [TopicPartition(self.source.topic, p, end) for p, end in self.source.consumed(fixed)]
+        with kafka_client(Consumer, self.bootstrap, **{"group.id": self.source.group,
+                                                        "enable.auto.commit": False}) as consumer:
+            _patiently(lambda: consumer.commit(offsets=offsets, asynchronous=False))
 
     def lag(self, committed: list[Range]) -> int | None:
         now = self.topic()

@@ -1,6 +1,7 @@
 """An in-memory source for serverless tests: a named list of records that grows, read in
 ranges of positions [start, end), optionally capped; `trim` drops the oldest records as a
-retention would."""
+retention would; `shown` is the position a committed load showed (as a Kafka source's
+consumer group offsets)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ class MemoryFeed:
     def __init__(self) -> None:
         self._records: dict[str, list] = {}
         self._first: dict[str, int] = {}  # the oldest position still kept
+        self.shown: dict[str, int] = {}  # the end of the last range mirrored (SourceReader.mirror)
         self._lock = threading.Lock()
 
     def append(self, name: str, *records) -> None:
@@ -70,7 +72,7 @@ class MemoryReader(SourceReader):
         start = committed[-1].position["end"] if committed else 0
         if start < first:
             raise SourceError(f"{self.source.key}: records {start}..{first - 1} were deleted before any load read "
-                              "them")
+                              f"them (to go on without them: python -m twophase skip-deleted '{self.source.key}')")
         end = min(last, start + self.source.cap) if self.source.cap else last
         return self._range(start, end, "capped: more to read" if end < last else "")
 
@@ -91,6 +93,14 @@ class MemoryReader(SourceReader):
         if end > last:
             return [f"{self.source.key}: records {last}..{end - 1} are gone"]
         return []
+
+    def deleted(self, committed: list[Range]) -> Range | None:
+        first, _ = self.feed.bounds(self.source.name)
+        start = committed[-1].position["end"] if committed else 0
+        return self._range(start, first, "deleted before any load read them") if start < first else None
+
+    def mirror(self, fixed: Range) -> None:
+        self.feed.shown[self.source.name] = fixed.position["end"]
 
     def lag(self, committed: list[Range]) -> int | None:
         return self.feed.bounds(self.source.name)[1] - (committed[-1].position["end"] if committed else 0)

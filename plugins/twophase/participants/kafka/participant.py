@@ -55,6 +55,7 @@ class KafkaParticipant(Participant):
         self.copy_id = ids.copy_transactional_id(load_id)
         # One transaction for every topic: the longest timeout any of them asks for.
         self.transaction_timeout_ms = max(t.transaction_timeout_ms for t in self.topics)
+        self.source_offsets: tuple[str, list[TopicPartition]] | None = None  # carry_source
 
     def stage(self, frames) -> Staging:
         """Create the topics; note where each staging topic ends, before anything is staged.
@@ -189,6 +190,27 @@ class KafkaParticipant(Participant):
         except ServerUnreachable as exc:
             return Outcome(self.name, Kind.RETRY_LATER, str(exc))
 
+    def carry_source(self, source, fixed, address: str) -> bool:
+        """A Kafka source on this cluster: its group's offsets at the range's end go into the
+        copy transaction, committed atomically with the load's records (plainly, when the
+        load copies no record)."""
+        if source.kind != "kafka" or address != self.bootstrap:
+            return False
+        self.source_offsets = (source.group, [TopicPartition(source.topic, p, end)
+                                              for p, end in source.consumed(fixed)])
+        return True
+
+    def _commit_source_offsets(self, producer: Producer | None) -> None:
+        """The carried source offsets: into the open transaction (`producer`), or plainly."""
+        if self.source_offsets is None:
+            return
+        group, offsets = self.source_offsets
+        with kafka_client(Consumer, self.bootstrap, **{"group.id": group, "enable.auto.commit": False}) as consumer:
+            if producer is None:
+                _patiently(lambda: consumer.commit(offsets=offsets, asynchronous=False))
+            else:
+                producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 60)
+
     def _commit(self, vote: Vote, producer: Producer, consumer: Consumer) -> Outcome:
         copies = _copies(vote.committable, vote.count)
         timeout_s = self.transaction_timeout_ms / 1000
@@ -213,6 +235,7 @@ class KafkaParticipant(Participant):
                 return Outcome(self.name, Kind.FAILED, f"the load was aborted: its staged records are never "
                                f"published to {topics}")
             if not any(c["ranges"] for c in copies):
+                self._commit_source_offsets(None)
                 return Outcome(self.name, Kind.DONE, counts={"records": 0, "topic": topics},
                                visible={c["topic"]: 0 for c in copies})
             problem = self._target_missing() or self.check_ranges(vote.committable, vote.count)
@@ -232,6 +255,7 @@ class KafkaParticipant(Participant):
                 return Outcome(self.name, Kind.FAILED, "; ".join(wrong))
             offsets = [TopicPartition(c["staging_topic"], int(p), r[1] + 1) for c in copies for p, r in c["ranges"].items()]
             producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 60)
+            self._commit_source_offsets(producer)
             producer.commit_transaction(timeout_s)
             in_transaction = False
             failpoints.hit("kafka.copy_committed")
