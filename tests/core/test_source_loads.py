@@ -129,13 +129,17 @@ def test_kafka_source_loads_are_exactly_once_while_events_keep_coming(spark, eve
     assert in_table == everything  # every event once (the primary key would refuse a second)
     assert sorted(m.key().decode() for m in out) == everything
 
-    # `show` names the load's range, and the source's lag now: nothing left.
+    # `show` names the load's range, and `show` and `status` the source's lag now: nothing left.
     last = max(committed, key=lambda lid: log.get(lid).began_at)
     shown = subprocess.run([sys.executable, "-m", "twophase", "show", last], capture_output=True, text=True,
                            timeout=120)
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["source"].startswith(f"kafka:default/{events['source']}#{events['pipeline']}: ")
     assert json.loads(shown.stdout)["source_lag"] == 0
+    status = subprocess.run([sys.executable, "-m", "twophase", "status", "--pipeline", events["pipeline"]],
+                            capture_output=True, text=True, timeout=120)
+    assert status.returncode == 0, status.stderr
+    assert f"source kafka:default/{events['source']}#{events['pipeline']}: 0 behind" in status.stdout
 
 
 def test_a_load_without_a_kafka_target_shows_its_end_in_the_group_once_committed(spark, events, kafka_bootstrap,
@@ -153,6 +157,12 @@ def test_a_load_without_a_kafka_target_shows_its_end_in_the_group_once_committed
     assert group_offsets(kafka_bootstrap, events["pipeline"], events["source"]) == {p: -1001 for p in range(3)}
     coordinator.commit(log, conns, spec.load_id)
     assert group_offsets(kafka_bootstrap, events["pipeline"], events["source"]) == ends(load) == {0: 4, 1: 4, 2: 4}
+    for n in range(5):
+        producer.produce(events["source"], json.dumps({"event_id": f"late{n}"}), partition=n % 3)
+    producer.flush(30)
+    status = subprocess.run([sys.executable, "-m", "twophase", "status", "--pipeline", events["pipeline"]],
+                            capture_output=True, text=True, timeout=120)
+    assert f"source {source.key}: 5 behind" in status.stdout, status.stdout + status.stderr
 
 
 def test_a_file_that_grows_after_begin_fails_its_load_naming_it_and_the_next_load_reads_it(

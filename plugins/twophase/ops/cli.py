@@ -35,6 +35,7 @@ def cmd_status(log, conns, args) -> int:
     if not loads:
         print("no loads in the transaction log yet")
         return 0
+
     indent = " " * 46
     print(f"{'state':<11} {'prepare':>8} {'vote':>6} {'phase2':>7} {'exposed':>8}  "
           "load_id / counts per target / reason")
@@ -45,6 +46,8 @@ def cmd_status(log, conns, args) -> int:
             print(f"{indent}{s.describe_counts()}")
         if s.reason:
             print(f"{indent}reason: {s.reason}")
+    for key in dict.fromkeys(x.source for x in log.recent(args.limit, args.pipeline) if x.source):
+        print(f"source {key}: {_lag(log, conns, key)} behind (records, offsets or files no committed load read)")
     return 0
 
 
@@ -84,13 +87,19 @@ def _source(log, load, conns) -> dict:
     if spec.source is None or load.source_range is None:
         return {}
     fixed = Range.from_json(load.source_range)
-    shown = {"source": spec.source.describe(fixed), "source_range": load.source_range}
-    committed = sourcing.consumed(log.of_source(load.source), log.skips(load.source))
+    return {"source": spec.source.describe(fixed), "source_range": load.source_range,
+            "source_lag": _lag(log, conns, load.source)}
+
+
+def _lag(log, conns, key: str) -> int | str:
+    """How far source `key` is ahead of its committed loads and skips now (records or files,
+    an upper bound for Kafka: offsets); what kept it from telling, when it cannot."""
+    loads = log.of_source(key)
     try:
-        shown["source_lag"] = spec.source.open(conns).lag(committed)
+        lag = loads[-1].spec().source.open(conns).lag(sourcing.consumed(loads, log.skips(key)))
     except Exception as exc:  # noqa: BLE001 - the source's server down: say so, show the rest
-        shown["source_lag"] = f"unknown: {root_cause(exc)}"
-    return shown
+        return f"unknown: {root_cause(exc)}"
+    return "unknown" if lag is None else lag
 
 
 def _show_rejected(log, load) -> int:
