@@ -115,12 +115,12 @@ class KafkaReader(SourceReader):
         from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicCollection, TopicPartition
         from confluent_kafka.admin import AdminClient, OffsetSpec
 
-        from ..participants.kafka.client import _patiently, kafka_client, request_timeout_s
+        from ..participants.kafka.client import patiently, kafka_client, request_timeout_s
 
         timeout = request_timeout_s()
         with kafka_client(AdminClient, self.bootstrap) as admin:
             try:
-                described = _patiently(lambda: admin.describe_topics(
+                described = patiently(lambda: admin.describe_topics(
                     TopicCollection([self.source.topic]), request_timeout=timeout)[self.source.topic].result())
             except KafkaException as exc:
                 if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
@@ -130,7 +130,7 @@ class KafkaReader(SourceReader):
 
             def offsets(spec, **kw) -> dict[int, int]:
                 asked = {TopicPartition(self.source.topic, p): spec for p in partitions}
-                done = _patiently(lambda: {tp.partition: f.result().offset
+                done = patiently(lambda: {tp.partition: f.result().offset
                                            for tp, f in admin.list_offsets(asked, request_timeout=timeout,
                                                                            **kw).items()})
                 return done
@@ -164,12 +164,12 @@ class KafkaReader(SourceReader):
         from confluent_kafka import TopicPartition
         from confluent_kafka.admin import AdminClient, OffsetSpec
 
-        from ..participants.kafka.client import _patiently, kafka_client, request_timeout_s
+        from ..participants.kafka.client import patiently, kafka_client, request_timeout_s
 
         millis = int(datetime.fromisoformat(self.source.start).timestamp() * 1000)
         with kafka_client(AdminClient, self.bootstrap) as admin:
             asked = {TopicPartition(self.source.topic, p): OffsetSpec.for_timestamp(millis) for p in now.stable}
-            found = _patiently(lambda: {tp.partition: f.result().offset for tp, f in admin.list_offsets(
+            found = patiently(lambda: {tp.partition: f.result().offset for tp, f in admin.list_offsets(
                 asked, request_timeout=request_timeout_s()).items()})
         # -1: no record at or after that time: start at the end (nothing to read yet).
         return {p: (off if off >= 0 else now.stable[p]) for p, off in found.items()}
@@ -248,12 +248,12 @@ class KafkaReader(SourceReader):
         KafkaParticipant.carry_source)."""
         from confluent_kafka import Consumer, TopicPartition
 
-        from ..participants.kafka.client import _patiently, kafka_client
+        from ..participants.kafka.client import patiently, kafka_client
 
         offsets = [TopicPartition(self.source.topic, p, end) for p, end in self.source.consumed(fixed)]
         with kafka_client(Consumer, self.bootstrap, **{"group.id": self.source.group,
                                                         "enable.auto.commit": False}) as consumer:
-            _patiently(lambda: consumer.commit(offsets=offsets, asynchronous=False))
+            patiently(lambda: consumer.commit(offsets=offsets, asynchronous=False))
 
     def lag(self, committed: list[Range]) -> int | None:
         now = self.topic()

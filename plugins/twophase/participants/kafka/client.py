@@ -170,7 +170,7 @@ _PASSING = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
             KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE}
 
 
-def _patiently(call, patience_s: float | None = None, also: frozenset = frozenset()):
+def patiently(call, patience_s: float | None = None, also: frozenset = frozenset()):
     """call(), retried with backoff while Kafka answers with a passing error (or one of
     `also`), for at most `patience_s` (default: twice request_timeout_s())."""
     deadline, pause = time.monotonic() + (2 * request_timeout_s() if patience_s is None else patience_s), 0.2
@@ -192,14 +192,14 @@ def ensure_topics(bootstrap: str, target: KafkaTarget) -> dict[str, int]:
     with kafka_client(AdminClient, bootstrap) as admin:
         _create_missing(admin, target)
         # A topic created a moment ago can be unknown to the broker answering for a moment.
-        return _patiently(lambda: _topic_setting(admin, [target.topic, target.staging_topic], "max.message.bytes"),
+        return patiently(lambda: _topic_setting(admin, [target.topic, target.staging_topic], "max.message.bytes"),
                           also=frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART}))
 
 
 def topic_setting(bootstrap: str, topics: list[str], name: str) -> dict[str, int]:
     """Each topic's integer setting `name` (retention.ms...), as the brokers apply it."""
     with kafka_client(AdminClient, bootstrap) as admin:
-        return _patiently(lambda: _topic_setting(admin, topics, name))
+        return patiently(lambda: _topic_setting(admin, topics, name))
 
 
 def _topic_setting(admin: AdminClient, topics: list[str], name: str) -> dict[str, int]:

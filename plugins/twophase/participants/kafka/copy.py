@@ -10,7 +10,7 @@ import time
 from confluent_kafka import KafkaException, TopicPartition
 
 from ... import failpoints
-from .client import _patiently, _produce, request_timeout_s
+from .client import patiently, _produce, request_timeout_s
 
 _log = logging.getLogger("twophase.kafka.copy")
 PROGRESS_EVERY_S = 30  # a long copy says how far it got
@@ -160,7 +160,7 @@ def _copy_committed(consumer, copies: list[dict], copy_id: str) -> bool:
     wanted = {(c["staging_topic"], int(p)): r[1] + 1 for c in copies for p, r in c["ranges"].items()}
     if not wanted:
         return False
-    committed = _patiently(lambda: consumer.committed([TopicPartition(t, p) for t, p in wanted], timeout=request_timeout_s()))
+    committed = patiently(lambda: consumer.committed([TopicPartition(t, p) for t, p in wanted], timeout=request_timeout_s()))
     done = [tp.offset >= wanted[(tp.topic, tp.partition)] for tp in committed]
     if any(done) and not all(done):
         raise RuntimeError(f"copy offsets of {copy_id} are partly committed: {committed}")
@@ -172,7 +172,7 @@ def _aborted(consumer, copies: list[dict]) -> bool:
     wanted = [TopicPartition(c["staging_topic"], int(p)) for c in copies for p in c["ranges"]]
     if not wanted:
         return False
-    return any(tp.metadata == _ABORTED for tp in _patiently(lambda: consumer.committed(wanted, timeout=request_timeout_s())))
+    return any(tp.metadata == _ABORTED for tp in patiently(lambda: consumer.committed(wanted, timeout=request_timeout_s())))
 
 
 def _mark_aborted(consumer, copies: list[dict]) -> None:
@@ -182,4 +182,4 @@ def _mark_aborted(consumer, copies: list[dict]) -> None:
     marks = [TopicPartition(c["staging_topic"], int(p), r[0], metadata=_ABORTED)
              for c in copies for p, r in c["ranges"].items()]
     if marks:
-        _patiently(lambda: consumer.commit(offsets=marks, asynchronous=False))
+        patiently(lambda: consumer.commit(offsets=marks, asynchronous=False))

@@ -16,7 +16,7 @@ from ...protocol.votes import Vote
 from ...server_errors import kafka_unreachable
 from ..contract import Participant, Staging
 from .budget import over_budget
-from .client import (_PRODUCER_BASE, _connected, _patiently, _size_settings, ensure_topics, kafka_client, request_timeout_s, topic_setting)
+from .client import (_PRODUCER_BASE, _connected, patiently, _size_settings, ensure_topics, kafka_client, request_timeout_s, topic_setting)
 from .copy import _COPY_CONSUMER, _aborted, _copies, _copy, _copy_committed, _CopyTimedOut, _mark_aborted
 from .reader import count_topic_by_load
 from .target import KafkaTarget
@@ -98,7 +98,7 @@ class KafkaParticipant(Participant):
                     raise KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE, f"{topic}: {metadata.error}"))
                 return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=request_timeout_s())[1]
                         for p in metadata.partitions}
-            return _patiently(ends)
+            return patiently(ends)
 
     # -- prepare ------------------------------------------------------------------------
     def prepare(self, marks: dict, reports, expected) -> Vote:
@@ -207,7 +207,7 @@ class KafkaParticipant(Participant):
         group, offsets = self.source_offsets
         with kafka_client(Consumer, self.bootstrap, **{"group.id": group, "enable.auto.commit": False}) as consumer:
             if producer is None:
-                _patiently(lambda: consumer.commit(offsets=offsets, asynchronous=False))
+                patiently(lambda: consumer.commit(offsets=offsets, asynchronous=False))
             else:
                 producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 60)
 
