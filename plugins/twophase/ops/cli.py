@@ -35,7 +35,6 @@ def cmd_status(log, conns, args) -> int:
     if not loads:
         print("no loads in the transaction log yet")
         return 0
-
     indent = " " * 46
     print(f"{'state':<11} {'prepare':>8} {'vote':>6} {'phase2':>7} {'exposed':>8}  "
           "load_id / counts per target / reason")
