@@ -106,8 +106,8 @@ def hand_over(load: Load, conns: Connections, parts) -> Callable[[], None] | Non
     source = load.spec().source
     if source is None or load.source_range is None:
         return None
-    fixed = Range.from_json(load.source_range)
-    if any(p.carry_source(source, fixed, source.server(conns)) for p in parts):
+    fixed, address = Range.from_json(load.source_range), source.server(conns)
+    if any(p.carry_source(source, fixed, address) for p in parts):
         return None
 
     def mirror() -> None:

@@ -75,9 +75,13 @@ class KafkaSource(Source):
         return (f"{self.key}: {fixed.records} offset(s), " + ", ".join(f"partition {p} {a}..{b}" for p, (a, b) in spans)
                 + (f" ({fixed.note})" if fixed.note else ""))
 
-    def consumed(self, fixed: Range) -> list[tuple[int, int]]:
-        """(partition, the next offset to read) after `fixed`: what its group commits."""
-        return sorted((int(p), end) for p, (_, end) in fixed.position["partitions"].items())
+    def offsets(self, fixed: Range) -> list:
+        """The next offset to read of each partition after `fixed` (confluent_kafka
+        TopicPartitions): what its group commits."""
+        from confluent_kafka import TopicPartition
+
+        return [TopicPartition(self.topic, p, end)
+                for p, end in sorted((int(p), end) for p, (_, end) in fixed.position["partitions"].items())]
 
     def frame(self, spark, fixed: Range, conns):
         """The range's records with Spark's Kafka batch source (spark-sql-kafka: the stack's
@@ -246,11 +250,11 @@ class KafkaReader(SourceReader):
         """The group's offsets at the range's end, committed plainly (a load with a Kafka
         target on this cluster commits them in its copy transaction instead:
         KafkaParticipant.carry_source)."""
-        from confluent_kafka import Consumer, TopicPartition
+        from confluent_kafka import Consumer
 
         from ..participants.kafka.client import patiently, kafka_client
 
-        offsets = [TopicPartition(self.source.topic, p, end) for p, end in self.source.consumed(fixed)]
+        offsets = self.source.offsets(fixed)
         with kafka_client(Consumer, self.bootstrap, **{"group.id": self.source.group,
                                                         "enable.auto.commit": False}) as consumer:
             patiently(lambda: consumer.commit(offsets=offsets, asynchronous=False))

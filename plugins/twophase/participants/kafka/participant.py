@@ -55,7 +55,7 @@ class KafkaParticipant(Participant):
         self.copy_id = ids.copy_transactional_id(load_id)
         # One transaction for every topic: the longest timeout any of them asks for.
         self.transaction_timeout_ms = max(t.transaction_timeout_ms for t in self.topics)
-        self.source_offsets: tuple[str, list[TopicPartition]] | None = None  # carry_source
+        self.carried = None  # (a Kafka source, its Range): carry_source
 
     def stage(self, frames) -> Staging:
         """Create the topics; note where each staging topic ends, before anything is staged.
@@ -196,20 +196,23 @@ class KafkaParticipant(Participant):
         load copies no record)."""
         if source.kind != "kafka" or address != self.bootstrap:
             return False
-        self.source_offsets = (source.group, [TopicPartition(source.topic, p, end)
-                                              for p, end in source.consumed(fixed)])
+        self.carried = (source, fixed)
         return True
 
     def _commit_source_offsets(self, producer: Producer | None) -> None:
-        """The carried source offsets: into the open transaction (`producer`), or plainly."""
-        if self.source_offsets is None:
+        """The carried source offsets: into the open transaction (`producer`), or plainly
+        (the source's own mirror)."""
+        if self.carried is None:
             return
-        group, offsets = self.source_offsets
-        with kafka_client(Consumer, self.bootstrap, **{"group.id": group, "enable.auto.commit": False}) as consumer:
-            if producer is None:
-                patiently(lambda: consumer.commit(offsets=offsets, asynchronous=False))
-            else:
-                producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 60)
+        source, fixed = self.carried
+        if producer is None:
+            from ...sources.kafka import KafkaReader
+
+            KafkaReader(source, self.bootstrap).mirror(fixed)
+            return
+        with kafka_client(Consumer, self.bootstrap, **{"group.id": source.group,
+                                                        "enable.auto.commit": False}) as consumer:
+            producer.send_offsets_to_transaction(source.offsets(fixed), consumer.consumer_group_metadata(), 60)
 
     def _commit(self, vote: Vote, producer: Producer, consumer: Consumer) -> Outcome:
         copies = _copies(vote.committable, vote.count)
