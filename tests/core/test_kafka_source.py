@@ -133,6 +133,10 @@ def test_a_re_created_topic_is_refused(kafka_bootstrap, topic):
             break
         except Exception:  # noqa: BLE001 - still being deleted
             time.sleep(0.5)
+    deadline = time.monotonic() + 30  # created: until the broker's metadata has the new topic
+    while admin.list_topics(topic, timeout=10).topics[topic].error is not None:
+        assert time.monotonic() < deadline, f"the re-created topic {topic} never showed in the metadata"
+        time.sleep(0.2)
     with pytest.raises(SourceError, match="the topic was deleted and created again"):
         src.fix([first])
 
