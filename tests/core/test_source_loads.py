@@ -8,9 +8,17 @@ grows after begin fails its load, named, and the next load reads it."""
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
 import subprocess
 import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
 
 import psycopg2
 import pytest
@@ -18,19 +26,19 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import functions as F
 
+from source_events import job, load_new_events, spec_for
 from support import header, read_topic, wait_settled
-from twophase.ids import load_id_for
 from twophase.log import PostgresLog
-from twophase.participants.kafka import KafkaTarget
-from twophase.participants.postgres import PostgresTarget
+from twophase.ops import recovery
+from twophase.ops.verify import verify
 from twophase.protocol import coordinator
 from twophase.protocol.states import State
 from twophase.sources import Range, SourceError
 from twophase.sources.files import FilesSource
 from twophase.sources.kafka import KafkaSource
-from twophase.spec import LoadSpec
 
 pytestmark = pytest.mark.slow
+DRIVER = Path(__file__).with_name("source_driver.py")
 
 
 @pytest.fixture
@@ -47,13 +55,6 @@ def events(pg_dsn, kafka_bootstrap, unique_name):
     return {"source": source, "output": output, "table": table, "pipeline": name}
 
 
-def spec_for(events: dict, run: str, source, to_kafka: bool = True) -> LoadSpec:
-    targets = (PostgresTarget(events["table"]),) + ((KafkaTarget(events["output"], key_column="event_id"),)
-                                                     if to_kafka else ())
-    return LoadSpec(load_id=load_id_for(events["pipeline"], run), pipeline=events["pipeline"], run_id=run,
-                    targets=targets, source=source)
-
-
 def group_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
     """The consumer group's committed offsets of the topic's three partitions (-1001: none)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
@@ -68,11 +69,98 @@ def ends(load) -> dict[int, int]:
     return {int(p): end for p, (_, end) in Range.from_json(load.source_range).position["partitions"].items()}
 
 
-def job(spark, load, conns):
-    """The prepare job: the load's range of the topic, one row per event."""
-    raw = load.spec().source.frame(spark, Range.from_json(load.source_range), conns)
-    event = F.from_json(F.col("value").cast("string"), "event_id string, customer_id string, amount int")
-    return raw.select(event.alias("e")).select("e.event_id", "e.customer_id", "e.amount")
+def assert_exactly_once(events: dict, bootstrap: str, pg_dsn: str, produced: int) -> None:
+    """An independent read of the whole source topic equals the union of the committed
+    loads, in the table and in the output topic: no event lost, none twice."""
+    everything = sorted(json.loads(m.value())["event_id"] for m in read_topic(bootstrap, events["source"]))
+    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+        cur.execute(f"select event_id from {events['table']} order by event_id")
+        in_table = [r[0] for r in cur.fetchall()]
+    committed = {x.load_id for x in PostgresLog(pg_dsn).of_source(f"kafka:default/{events['source']}#"
+                                                                   f"{events['pipeline']}")
+                 if x.state == State.COMMITTED}
+    out = [m for m in read_topic(bootstrap, events["output"]) if header(m, "load_id") in committed]
+    assert len(everything) == produced
+    assert in_table == everything  # every event once (the primary key would refuse a second)
+    assert sorted(m.key().decode() for m in out) == everything
+
+
+class Generator(threading.Thread):
+    """Produces order events to the topic until stopped, some 15 a second: batches of 1 to
+    5, each a transaction, one in five of them aborted (never readable, markers in the
+    offsets)."""
+
+    def __init__(self, bootstrap: str, topic: str, seed: int):
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.rng = bootstrap, topic, random.Random(seed)
+        self.produced, self.stop, self.error = 0, threading.Event(), None
+
+    def run(self) -> None:
+        try:
+            producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": f"gen-{self.topic}"})
+            producer.init_transactions(30)
+            n = 0
+            while not self.stop.wait(0.2):
+                producer.begin_transaction()
+                batch = self.rng.randint(1, 5)
+                for i in range(n, n + batch):
+                    value = {"event_id": f"e{i}", "customer_id": f"c{i % 7}", "amount": i % 11}
+                    producer.produce(self.topic, json.dumps(value).encode(), key=f"c{i % 7}".encode())
+                if self.rng.random() < 0.2:
+                    producer.abort_transaction(30)
+                    continue
+                producer.commit_transaction(30)
+                n += batch
+                self.produced = n
+        except Exception as exc:  # noqa: BLE001 - the test reports it
+            self.error = exc
+
+
+def test_loads_killed_at_random_instants_while_events_keep_coming_end_exactly_once(spark, events, kafka_bootstrap,
+                                                                                    pg_dsn, conns):
+    """The run (begin to commit, in its own process with its own Spark) SIGKILLed at random
+    instants across 20 and more loads of at most 25 offsets while the generator produces;
+    after each kill recovery resolves what it left; at the end the source drains and the
+    committed loads hold every event once."""
+    rng, log = random.Random(2511), PostgresLog(pg_dsn)
+    source = KafkaSource(events["source"], group=events["pipeline"], cap=25)
+    generator = Generator(kafka_bootstrap, events["source"], seed=7)
+    generator.start()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), str(Path(__file__).parent),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    kills = 0
+    try:
+        while len(log.of_source(source.key)) < 20:
+            driver = subprocess.Popen([sys.executable, str(DRIVER), json.dumps(events), f"k{kills}", "25"], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      start_new_session=True)
+            assert driver.stdout.readline().strip() == "ready", driver.stderr.read()[-3000:]
+            time.sleep(rng.uniform(1.0, 12.0))  # a random instant of its loads
+            assert driver.poll() is None, f"the run ended by itself:\n{driver.stderr.read()[-3000:]}"
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+            kills += 1
+            actions = recovery.recover(log, conns, deadline=timedelta(0), pipeline=events["pipeline"])
+            assert not [a for a in actions if a.action == "failed"], actions
+            assert log.unresolved(events["pipeline"]) == []
+    finally:
+        generator.stop.set()
+        generator.join(60)
+    assert generator.error is None, generator.error
+    wait_settled(kafka_bootstrap, events["source"])
+    uncapped = replace(source, cap=0)  # the same source (its key has no cap): what is left, in one load
+    for n in range(3):
+        try:
+            load_new_events(log, conns, spark, events, f"drain-{n}", uncapped)
+        except coordinator.NothingToRead:
+            break
+    loads = log.of_source(source.key)
+    states = Counter(x.state for x in loads)
+    print(f"{kills} kills, {len(loads)} loads: {dict(states)}")
+    assert kills >= 3 and len(loads) >= 20 and set(states) <= {State.COMMITTED, State.ABORTED}, states
+    assert_exactly_once(events, kafka_bootstrap, pg_dsn, generator.produced)
+    findings = verify(log, conns, loads)
+    assert all(f.ok for f in findings), [f for f in findings if not f.ok]
 
 
 def test_kafka_source_loads_are_exactly_once_while_events_keep_coming(spark, events, kafka_bootstrap, pg_dsn,
@@ -118,16 +206,8 @@ def test_kafka_source_loads_are_exactly_once_while_events_keep_coming(spark, eve
         coordinator.commit(log, conns, spec.load_id)
     assert outcomes.count(State.ABORTED) == 1 and State.COMMITTED in outcomes
 
-    # An independent read of the whole source topic against the union of the committed loads.
-    everything = sorted(json.loads(m.value())["event_id"] for m in read_topic(kafka_bootstrap, events["source"]))
-    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
-        cur.execute(f"select event_id from {events['table']} order by event_id")
-        in_table = [r[0] for r in cur.fetchall()]
+    assert_exactly_once(events, kafka_bootstrap, pg_dsn, produced)
     committed = {x.load_id for x in log.recent(100, events["pipeline"]) if x.state == State.COMMITTED}
-    out = [m for m in read_topic(kafka_bootstrap, events["output"]) if header(m, "load_id") in committed]
-    assert len(everything) == produced
-    assert in_table == everything  # every event once (the primary key would refuse a second)
-    assert sorted(m.key().decode() for m in out) == everything
 
     # `show` names the load's range, and `show` and `status` the source's lag now: nothing left.
     last = max(committed, key=lambda lid: log.get(lid).began_at)
