@@ -10,6 +10,7 @@ from typing import Callable, Iterable
 
 from twophase.gates import approval
 from twophase.protocol.states import State
+from twophase.sources import Range
 
 from .links import dag_run_url
 from twophase.ops.report import LoadSummary, summarize
@@ -192,6 +193,16 @@ def _audit(report: dict | None) -> str:
                f"<th>Detail</th></tr>{rows}</table>" if rows else ""))
 
 
+def _source(load) -> str:
+    """What the load reads of its source, fixed at begin (the source's own words), or '-'."""
+    if not load.source:
+        return "-"
+    try:
+        return e(load.spec().source.describe(Range.from_json(load.source_range)))
+    except Exception:  # noqa: BLE001 - a spec this release cannot rebuild: its key still says which source
+        return e(load.source)
+
+
 def detail_page(detail: LoadDetail, *, list_url: str) -> str:
     load, votes, history = detail.load, detail.votes, detail.history
     staged = summarize(load.__dict__, votes.values()).counts
@@ -206,6 +217,7 @@ def detail_page(detail: LoadDetail, *, list_url: str) -> str:
         ("Reason", e(load.reason) or "-"),
         ("Data interval", f"{e(when(load.data_interval_start))} – {e(when(load.data_interval_end))}"
          if load.data_interval_start else "-"),
+        ("Source", _source(load)),
         ("Spark rows", counts_cell(expected)),
         ("Staged (votes)", counts_cell(staged)),
         ("Began", e(when(load.began_at))),
@@ -248,6 +260,7 @@ def detail_page(detail: LoadDetail, *, list_url: str) -> str:
         f"<h2>Metrics</h2>{_json(load.metrics)}"
         f"<h2>Prepare error</h2>{prepare_error}"
         f"<h2>Input</h2>{_json(load.input)}"
-        f"<h2>Participants</h2>{_json(load.participants)}"
+        + (f"<h2>Source range</h2>{_json(load.source_range)}" if load.source_range else "")
+        + f"<h2>Participants</h2>{_json(load.participants)}"
     )
     return page(f"Load {load.load_id}", body)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from dataclasses import replace
 
 import pytest
 from fastapi.testclient import TestClient
@@ -19,6 +20,7 @@ from twophase.log import PostgresLog
 from twophase.protocol import coordinator
 from twophase.protocol.states import State
 from twophase.protocol.votes import Vote
+from twophase.sources.files import FilesSource
 
 ROLLBACK_REASON = 'quality gate: <b>12%</b> of lines rejected & "too many" > 5%'
 OPEN_RUN = "manual__2026-11-20T01:02:03.456789+00:00"
@@ -231,3 +233,27 @@ def test_airflow_loads_the_plugin_and_mounts_the_page(monkeypatch, tmp_path, tok
     views = api.get("/api/v2/plugins", headers=_bearer(_mint("admin"))).json()["plugins"]
     [ours] = [p for p in views if p["name"] == "twophase_transactions"]
     assert ours["external_views"][0]["name"] == "Transactions"
+
+
+def test_detail_page_shows_what_a_load_reads_of_its_source(client, token, pg_dsn, kafka_bootstrap, pipeline,
+                                                           tmp_path):
+    """A load of a landing folder: the page names the source and the range begin fixed (the
+    files it reads, and the hidden one it does not), as `show` does."""
+    (tmp_path / "orders-1.jsonl").write_text('{"order_id": "o1"}\n')
+    (tmp_path / "_orders-2.jsonl.tmp").write_text("still being written")
+    log, conns = PostgresLog(pg_dsn), Connections(pg_dsn, kafka_bootstrap)
+    source = FilesSource(str(tmp_path))
+    sourced = f"{pipeline}_sourced"  # not the other tests' pipeline, whose list they count
+    spec = replace(make_spec({"table": f"ui_tests.{sourced}", "topic": sourced.replace("_", "-")},
+                             run_id=OPEN_RUN, pipeline=sourced), source=source)
+    coordinator.begin(log, spec, conns)
+    try:
+        page = client.get(f"/loads/{spec.load_id}", headers=_bearer(token)).text
+        assert f"<dt>Source</dt><dd>files:{tmp_path}: 1 file(s), 19 bytes; 1 not read" in page
+        assert "Source range" in page and "orders-1.jsonl" in page and "_orders-2.jsonl.tmp" in page
+        detail = client.get(f"/api/loads/{spec.load_id}", headers=_bearer(token)).json()
+        assert detail["source"] == source.key and detail["source_range"]["records"] == 1
+    finally:
+        coordinator.rollback(log, conns, spec.load_id, reason="tests/ui: finished")
+    unsourced = client.get("/api/loads", params={"pipeline": pipeline}, headers=_bearer(token)).json()
+    assert spec.load_id not in {s["load_id"] for s in unsourced}
