@@ -109,17 +109,25 @@ def _stamp(version: str):
 
 
 def _migrated(version: str) -> bool:
-    return _stamp(version).exists() and _has_schema(airflow_db())
+    try:
+        return _stamp(version).exists() and _has_schema(airflow_db())
+    except psycopg2.Error:  # Postgres down or not answering: not known to be migrated
+        return False
 
 
 def _has_schema(db: str) -> bool:
-    """Whether `db` holds an Airflow metadata schema (of any version)."""
+    """Whether `db` holds an Airflow metadata schema (of any version); False when there is
+    no such database. Any other error raises: on a busy machine a slow login must not pass
+    for a database without a schema (which makes `up` migrate where it would copy)."""
     try:
-        with closing(psycopg2.connect(postgres.dsn(db=db), connect_timeout=3)) as conn, conn.cursor() as cur:
-            cur.execute("select to_regclass('alembic_version') is not null")
-            return bool(cur.fetchone()[0])
-    except psycopg2.Error:
-        return False
+        conn = psycopg2.connect(postgres.dsn(db=db), connect_timeout=30)
+    except psycopg2.OperationalError as exc:
+        if f'database "{db}" does not exist' in str(exc):
+            return False
+        raise
+    with closing(conn), conn.cursor() as cur:
+        cur.execute("select to_regclass('alembic_version') is not null")
+        return bool(cur.fetchone()[0])
 
 
 def up(env: dict[str, str]) -> None:
