@@ -146,11 +146,11 @@ def measure(data: Dataset) -> dict[str, float]:
         assert rows == data.rows, f"a scan of {target.table} counts {rows} rows of load {load_id}, not {data.rows}"
     finally:
         shutil.rmtree(PARQUET_DIR, ignore_errors=True)
-        _drop(participant.catalog, target.table)
+        drop(participant.catalog, target.table)
     return {p: seconds[p] for p in PHASES}
 
 
-def _drop(catalog, table_name: str) -> None:
+def drop(catalog, table_name: str) -> None:
     """Purge the table (its data and metadata files) and delete its folder (staged files
     no snapshot references, empty directories)."""
     from pyiceberg.exceptions import NoSuchTableError
@@ -172,5 +172,5 @@ def sweep() -> None:
     catalog = catalog_of(catalog_address())
     if (NAMESPACE,) in catalog.list_namespaces():
         for identifier in catalog.list_tables(NAMESPACE):
-            _drop(catalog, ".".join(identifier))
+            drop(catalog, ".".join(identifier))
     shutil.rmtree(PARQUET_DIR, ignore_errors=True)

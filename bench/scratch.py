@@ -96,11 +96,16 @@ def forget_load(dsn: str, bootstrap: str, load_id: str) -> None:
          "delete from twophase.votes where load_id = %(id)s",
          "delete from twophase.loads where load_id = %(id)s",
          f"delete from {MARKERS} where gid = %(gid)s", args={"id": load_id, "gid": pg_gid(load_id)})
+    delete_groups(bootstrap, [copy_transactional_id(load_id)])
+
+
+def delete_groups(bootstrap: str, groups: list[str]) -> None:
+    """Remove consumer groups; one that does not exist (nothing was committed) is skipped."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.delete_consumer_groups([copy_transactional_id(load_id)], request_timeout=30).values():
+    for future in admin.delete_consumer_groups(groups, request_timeout=30).values():
         try:
             future.result(60)
-        except Exception:  # noqa: BLE001 - no group (the copy had nothing to commit): nothing to delete
+        except Exception:  # noqa: BLE001 - no such group: nothing to delete
             pass
 
 

@@ -9,7 +9,8 @@ in the quarantine: a value that is not such JSON, a missing customer, an amount 
 not a positive number).
 
 Output: one row per customer of the load (customer_id, orders, revenue, first_order_at,
-last_order_at) and metrics with input_lines = orders + rejected_lines.
+last_order_at) and metrics with input_lines = orders + rejected_lines and
+rejected_by_reason ({reason: records}).
 
 Run by the DAG: spark-submit orders_stream_totals.py --load-id <load id>
 """
@@ -23,28 +24,43 @@ from twophase.spark.job import Output, read_source, run
 ORDER = "order_id string, customer_id string, amount string, ordered_at string"
 
 
-def build(spark, spec) -> Output:
-    records = read_source(spark, spec).select(F.col("value").cast("string").alias("line"), "partition", "offset")
-    parsed = records.withColumn("o", F.from_json("line", ORDER))
+def judged(records):
+    """Each record with the reason it is rejected (null: an order) and the order's fields."""
+    # A value that is not a JSON object gets the whole of it in _corrupt_record (its other
+    # fields null), an empty one a null: both are rejected as not_json.
+    o = F.from_json(F.col("value").cast("string"), f"{ORDER}, _corrupt_record string",
+                    {"columnNameOfCorruptRecord": "_corrupt_record"})
+    parsed = records.select(F.col("value").cast("string").alias("line"), "partition", "offset", o.alias("o"))
     amount = F.expr("try_cast(o.amount as decimal(12, 2))")
     at = F.expr("try_cast(o.ordered_at as timestamp)")
-    judged = parsed.withColumn("reason", F.when(F.col("o").isNull(), "not_json")
-                               .when(F.col("o.customer_id").isNull() | (F.col("o.customer_id") == ""),
-                                     "missing_customer")
-                               .when(amount.isNull() | (amount <= 0), "amount_not_positive")
-                               .when(at.isNull(), "bad_timestamp")) \
-        .withColumn("amount", amount).withColumn("at", at).cache()
-    orders = judged.where("reason is null")
-    totals = orders.groupBy(F.col("o.customer_id").alias("customer_id")).agg(
-        F.count(F.lit(1)).cast("int").alias("orders"), F.sum("amount").cast("decimal(14, 2)").alias("revenue"),
-        F.min("at").alias("first_order_at"), F.max("at").alias("last_order_at"))
-    counts = judged.groupBy("reason").count().collect()
-    rejected = sum(r["count"] for r in counts if r["reason"] is not None)
-    valid = sum(r["count"] for r in counts if r["reason"] is None)
-    rejects = judged.where("reason is not null").select(
+    reason = (F.when(F.col("o").isNull() | F.col("o._corrupt_record").isNotNull(), "not_json")
+              .when(F.col("o.customer_id").isNull() | (F.col("o.customer_id") == ""), "missing_customer")
+              .when(amount.isNull() | (amount <= 0), "amount_not_positive")
+              .when(at.isNull(), "bad_timestamp"))
+    return parsed.select("line", "partition", "offset", reason.alias("reason"),
+                         F.col("o.customer_id").alias("customer_id"), amount.alias("amount"), at.alias("at"))
+
+
+def build(spark, spec) -> Output:
+    records = judged(read_source(spark, spec))
+    # One pass over the range: totals per customer of the orders, a count per reason of the
+    # rest, kept (small: a row per customer and one per reason) for the counts and the staging.
+    summary = records.groupBy("reason", F.when(F.col("reason").isNull(), F.col("customer_id")).alias("customer_id")) \
+        .agg(F.count(F.lit(1)).alias("n"), F.sum("amount").alias("revenue"), F.min("at").alias("first_order_at"),
+             F.max("at").alias("last_order_at")).persist()
+    counts = {r["reason"]: r["n"] for r in summary.groupBy("reason").agg(F.sum("n").alias("n")).collect()}
+    valid = counts.pop(None, 0)
+    rejected = sum(counts.values())
+    totals = summary.where("reason is null").select(
+        "customer_id", F.col("n").cast("int").alias("orders"), F.col("revenue").cast("decimal(14, 2)").alias("revenue"),
+        "first_order_at", "last_order_at")
+    # The rejected records are read again only when there are some: the range is fixed, so
+    # the second read returns the same records.
+    rejects = None if not rejected else records.where("reason is not null").select(
         "reason", F.format_string("partition %d offset %d", "partition", "offset").alias("source"),
         F.lit("").alias("detail"), F.col("line").alias("content"))
-    return Output(totals, metrics={"input_lines": valid + rejected, "orders": valid, "rejected_lines": rejected},
+    return Output(totals, metrics={"input_lines": valid + rejected, "orders": valid, "rejected_lines": rejected,
+                                   "rejected_by_reason": counts},
                   rejects=rejects)
 
 

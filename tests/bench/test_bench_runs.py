@@ -64,6 +64,12 @@ def test_the_example_jobs_validation():
     assert "| 3,000 |" in out and "lines/s" in out, out
 
 
+def test_the_kafka_sources_bench():
+    out = bench("bench.source", "--events", "2000", "--small", "100", "--reps", "1", "--no-warm-up")
+    assert "| the load, begin to commit (Postgres, Kafka, Iceberg) |" in out, out
+    assert "| **whole load** |" in out and "prepare: the driver's start" in out, out
+
+
 def test_the_exposure_window_before_and_after(monkeypatch):
     monkeypatch.setenv("TWOPHASE_AIRFLOW_DB", BENCH_AIRFLOW_DB)
     stack("up", env=dict(os.environ))  # makes and migrates the database (once)

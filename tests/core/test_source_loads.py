@@ -31,6 +31,7 @@ from support import header, read_topic, wait_settled
 from twophase.log import PostgresLog
 from twophase.ops import recovery
 from twophase.ops.verify import verify
+from twophase.participants.postgres import PostgresTarget
 from twophase.protocol import coordinator
 from twophase.protocol.states import State
 from twophase.sources import Range, SourceError
@@ -243,6 +244,48 @@ def test_a_load_without_a_kafka_target_shows_its_end_in_the_group_once_committed
     status = subprocess.run([sys.executable, "-m", "twophase", "status", "--pipeline", events["pipeline"]],
                             capture_output=True, text=True, timeout=120)
     assert f"source {source.key}: 5 behind" in status.stdout, status.stdout + status.stderr
+
+
+def test_the_streaming_jobs_records_are_each_totalled_or_rejected_with_its_reason_and_kept(spark, events, pg_dsn,
+                                                                                              conns):
+    """spark_jobs/orders_stream_totals.py through the job frame in a kept session
+    (twophase.spark.job.prepare): orders totalled per customer, every other record counted
+    by reason and kept in the quarantine with where it was on the topic."""
+    import orders_stream_totals
+    from twophase.spark import job as frame
+
+    table = f"{events['table']}_totals"
+    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+        cur.execute(f"create table {table} (customer_id text, orders int, revenue numeric(14, 2), "
+                    "first_order_at timestamptz, last_order_at timestamptz, load_id text not null)")
+    good = [("c1", "10.50", "2026-11-27T10:00:00Z"), ("c1", "4.25", "2026-11-27T10:05:00Z"),
+            ("c2", "7", "2026-11-27T09:00:00Z")]
+    bad = {"not_json": "{not json", "missing_customer": '{"order_id": "o9", "amount": "3"}',
+           "amount_not_positive": '{"order_id": "o8", "customer_id": "c3", "amount": "-3", '
+                                  '"ordered_at": "2026-11-27T10:00:00Z"}',
+           "bad_timestamp": '{"order_id": "o7", "customer_id": "c3", "amount": "2", "ordered_at": "yesterday"}'}
+    producer = Producer({"bootstrap.servers": conns.kafka_bootstrap})
+    for n, (customer, amount, at) in enumerate(good):
+        producer.produce(events["source"], json.dumps({"order_id": f"o{n}", "customer_id": customer, "amount": amount,
+                                                       "ordered_at": at}), partition=0)
+    for value in bad.values():
+        producer.produce(events["source"], value, partition=1)
+    producer.flush(30)
+    log = PostgresLog(pg_dsn)
+    spec = replace(spec_for(events, "run-1", KafkaSource(events["source"], group=events["pipeline"]),
+                            to_kafka=False), targets=(PostgresTarget(table),))
+    coordinator.begin(log, spec, conns)
+    frame.prepare(spark, orders_stream_totals.build, spec.load_id, conns)
+    assert coordinator.vote(log, conns, spec.load_id).state == State.COMMITTING
+    coordinator.commit(log, conns, spec.load_id)
+
+    assert log.get(spec.load_id).metrics == {"input_lines": 7, "orders": 3, "rejected_lines": 4,
+                                             "rejected_by_reason": {reason: 1 for reason in bad}}
+    kept = {k.reason: (k.source, k.content) for k in log.quarantined(spec.load_id)}
+    assert kept == {reason: (f"partition 1 offset {n}", value) for n, (reason, value) in enumerate(bad.items())}
+    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+        cur.execute(f"select customer_id, orders, revenue::text from {table} order by customer_id")
+        assert cur.fetchall() == [("c1", 2, "14.75"), ("c2", 1, "7.00")]
 
 
 def test_a_file_that_grows_after_begin_fails_its_load_naming_it_and_the_next_load_reads_it(
