@@ -18,7 +18,8 @@ Every file and every line under the day's folder is accounted for:
 - rejects: executors write them, so they are counted again where they were written, after
   the write; a count that differs from the lines the job rejected fails the load (a file://
   location on a cluster is each worker's own disk: the lines would stay there unseen).
-The rules of a valid order are in order_rules.py (and docs/example.md).
+The rules of a valid order are in order_rules.py (and docs/example.md); order_sql.py finds
+the plainly valid lines in Spark, and check_line judges the rest (classify).
 
 Output: the main frame, one row per customer of the day (customer_id, day, orders,
 revenue, first_order_at, last_order_at), which the table customer_daily_totals and the
@@ -46,6 +47,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import order_rules
+import order_sql
 from order_rules import REASONS, check_line
 from twophase.sources.files import not_read
 from twophase.spark.job import Output, run
@@ -136,6 +138,24 @@ def classify_partition(day: date):
     return classify
 
 
+def classify(lines: DataFrame, day: date) -> DataFrame:
+    """Every (raw, file) line as a CLASSIFIED row: a line the fast path finds plainly
+    valid (order_sql, in Spark's JVM) is an order as it read it; every other line gets
+    check_line's verdict (Python, mapInArrow). Both are kept (persisted): each pass over
+    the result reads them, and Python judges each line once."""
+    checked = (order_sql.with_fast_order(lines.withColumn("text", F.col("raw").cast("string")), "text", day, "o")
+               .drop("text").persist(StorageLevel.MEMORY_AND_DISK))
+    none = F.lit(None).cast("string")
+    fast = checked.where("o is not null").select(
+        "file", F.lit("valid").alias("verdict"), none.alias("reason"), none.alias("detail"),
+        F.col("raw").cast("string").alias("line"), none.alias("line_base64"),
+        F.octet_length("raw").cast("long").alias("line_bytes"), "o.order_id", "o.customer_id", "o.amount",
+        "o.ordered_at")
+    judged = (checked.where("o is null").select("raw", "file").mapInArrow(classify_partition(day), CLASSIFIED)
+              .persist(StorageLevel.MEMORY_AND_DISK))
+    return fast.unionByName(judged)
+
+
 @contextmanager
 def reading_input():
     """Around the first pass over the input's lines: a file the driver listed that an
@@ -183,32 +203,37 @@ def check_revenue_fits(result: DataFrame, day: str) -> None:
 
 
 def dedupe(valid: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """Order events may be delivered more than once. (orders, per order id): one row per
-    order id whose copies all agree (same customer, amount in cents and instant); orders
-    whose copies disagree are left out (which copy is right is unknown) and rejected."""
+    """Order events may be delivered more than once. (orders, per_order): per order id its
+    copies and whether they all agree (same customer, amount in cents and instant; the
+    smallest equals the largest of each); orders, one row per order id whose copies agree.
+    Orders whose copies disagree are left out (which copy is right is unknown) and
+    rejected. per_order is kept (persisted): the counts, the totals and each frame staged
+    read it, so the order ids are shuffled once."""
+    same = [F.min(c) == F.max(c) for c in ("customer_id", "amount", "ordered_at")]
     per_order = valid.groupBy("order_id").agg(
-        F.count(F.lit(1)).alias("copies"),
-        F.count_distinct("customer_id", "amount", "ordered_at").alias("versions"),
+        F.count(F.lit(1)).alias("copies"), (same[0] & same[1] & same[2]).alias("agreed"),
         F.min("customer_id").alias("customer_id"), F.min("amount").alias("amount"),
-        F.min("ordered_at").alias("ordered_at"))
-    return per_order.where("versions = 1").drop("copies", "versions"), per_order
+        F.min("ordered_at").alias("ordered_at")).persist(StorageLevel.MEMORY_AND_DISK)
+    return per_order.where("agreed").drop("copies", "agreed"), per_order
 
 
-def rejects_of(classified: DataFrame, per_order: DataFrame) -> DataFrame:
-    """Rejected lines with the reason text and this line's detail, plus every copy of an
-    order whose copies disagree."""
+def rejects_of(classified: DataFrame, per_order: DataFrame, conflicts: bool) -> DataFrame:
+    """Rejected lines with the reason text and this line's detail, plus (when `conflicts`:
+    the counts found orders whose copies disagree) every copy of such an order."""
     reason_text = F.create_map(*[F.lit(x) for kv in REASONS.items() for x in kv])
-    conflicting = per_order.where("versions > 1").select("order_id", "copies", "versions")
-    conflicts = (classified.where("verdict = 'valid'").join(conflicting, "order_id")
-                 .select("file", "line", "line_base64", "line_bytes", F.lit("conflicting_order").alias("reason"),
-                         F.format_string("order_id '%s' arrived %d times in %d different versions (customer, "
-                                         "amount or time); none of them is loaded", "order_id",
-                                         "copies", "versions").alias("detail")))
-    lines = classified.where("verdict = 'rejected'").select(
-        "file", "line", "line_base64", "line_bytes", "reason", "detail")
-    return (lines.unionByName(conflicts)
-            .select("file", "line", "line_base64", "line_bytes", reason_text[F.col("reason")].alias("reason"),
-                    "detail", F.col("reason").alias("reason_key")))
+    columns = ["file", "line", "line_base64", "line_bytes", "reason", "detail"]
+    lines = classified.where("verdict = 'rejected'").select(*columns)
+    if conflicts:
+        copies = (classified.where("verdict = 'valid'")
+                  .join(per_order.where("not agreed").select("order_id", "copies"), "order_id"))
+        versions = copies.groupBy("order_id").agg(
+            F.count_distinct("customer_id", "amount", "ordered_at").alias("versions"))
+        lines = lines.unionByName(copies.join(versions, "order_id").select(
+            "file", "line", "line_base64", "line_bytes", F.lit("conflicting_order").alias("reason"),
+            F.format_string("order_id '%s' arrived %d times in %d different versions (customer, amount or time); "
+                            "none of them is loaded", "order_id", "copies", "versions").alias("detail")))
+    return lines.select("file", "line", "line_base64", "line_bytes", reason_text[F.col("reason")].alias("reason"),
+                        "detail", F.col("reason").alias("reason_key"))
 
 
 def locations(spec) -> tuple[str, str]:
@@ -250,20 +275,19 @@ def build(spark: SparkSession, spec) -> Output:
         log.warning("not read: %s/%s (%s bytes): %s", path, relative, f"{size:,}", why)
     skipped = [s for s in listing.skipped if s[1] > 0]  # an empty file holds no line to account for
 
-    classified = (read_lines(spark, listing)
-                  .mapInArrow(classify_partition(date.fromisoformat(day)), CLASSIFIED)
-                  .persist(StorageLevel.MEMORY_AND_DISK))
+    classified = classify(read_lines(spark, listing), date.fromisoformat(day))
     with reading_input():
         counts = {(r["verdict"], r["reason"]): (r["count"], r["example"]) for r in
                   classified.groupBy("verdict", "reason").agg(F.count(F.lit(1)).alias("count"),
                                                                F.min("detail").alias("example")).collect()}
     orders, per_order = dedupe(classified.where("verdict = 'valid'").select(
         "order_id", "customer_id", "amount", "ordered_at"))
+    agreed = F.col("agreed")
     dup = per_order.agg(
-        F.sum(F.when(F.col("versions") == 1, F.col("copies") - 1)).alias("duplicates"),
-        F.sum(F.when(F.col("versions") > 1, F.col("copies"))).alias("conflicting_lines"),
-        F.count(F.when(F.col("versions") > 1, 1)).alias("conflicting_orders"),
-        F.count(F.when(F.col("versions") == 1, 1)).alias("orders")).first()
+        F.sum(F.when(agreed, F.col("copies") - 1)).alias("duplicates"),
+        F.sum(F.when(~agreed, F.col("copies"))).alias("conflicting_lines"),
+        F.count(F.when(~agreed, 1)).alias("conflicting_orders"),
+        F.count(F.when(agreed, 1)).alias("orders")).first()
     duplicates, conflicting = dup["duplicates"] or 0, dup["conflicting_lines"] or 0
 
     by_reason = {REASONS[reason]: n for (verdict, reason), (n, _) in counts.items() if verdict == "rejected"}
@@ -285,10 +309,8 @@ def build(spark: SparkSession, spec) -> Output:
         log.info("  rejected %d: %s (%d order ids)", conflicting, REASONS["conflicting_order"],
                  dup["conflicting_orders"])
     if rejected:
-        keep_rejects(spark, rejects_of(classified, per_order), rejects, rejected)
+        keep_rejects(spark, rejects_of(classified, per_order, conflicting > 0), rejects, rejected)
 
-    # Not cached: a cached aggregate keeps its 200 shuffle partitions, and each would stage
-    # through its own COPY and producer; uncached, adaptive execution coalesces them.
     result = totals(orders, day)
     check_revenue_fits(result, day)
     metrics = {
@@ -299,7 +321,7 @@ def build(spark: SparkSession, spec) -> Output:
     }
     per_customer = result.withColumn("revenue", F.col("revenue").cast("decimal(14,2)"))
     return Output({"": per_customer, "summary": day_summary(per_customer, day, rejected)}, metrics,
-                  rejects=quarantined(rejects_of(classified, per_order)) if rejected else None)
+                  rejects=quarantined(rejects_of(classified, per_order, conflicting > 0)) if rejected else None)
 
 
 def quarantined(rejects: DataFrame) -> DataFrame:

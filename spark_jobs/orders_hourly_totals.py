@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from pyspark import StorageLevel, cloudpickle
+from pyspark import cloudpickle
 from pyspark.sql import functions as F
 
 import orders_daily_totals as daily
@@ -49,15 +49,14 @@ def build(spark, spec) -> Output:
         log.warning("not read: %s/%s (%s bytes): %s", path, relative, f"{size:,}", why)
     skipped = [s for s in listing.skipped if s[1] > 0]
 
-    classified = (daily.read_lines(spark, listing).mapInArrow(daily.classify_partition(start.date()), daily.CLASSIFIED)
-                  .persist(StorageLevel.MEMORY_AND_DISK))
+    classified = daily.classify(daily.read_lines(spark, listing), start.date())
     with daily.reading_input():
         counts = {(r["verdict"], r["reason"]): r["count"]
                   for r in classified.groupBy("verdict", "reason").count().collect()}
     orders, per_order = daily.dedupe(classified.where("verdict = 'valid'").select(
         "order_id", "customer_id", "amount", "ordered_at"))
     in_hour = (F.col("ordered_at") >= F.lit(start)) & (F.col("ordered_at") < F.lit(end))
-    agreed = F.col("versions") == 1
+    agreed = F.col("agreed")
     n = per_order.agg(F.count(F.when(agreed & in_hour, 1)).alias("orders"),
                       F.sum(F.when(agreed & in_hour, F.col("copies") - 1)).alias("duplicates"),
                       F.sum(F.when(agreed & ~in_hour, F.col("copies"))).alias("other_hours"),
@@ -79,7 +78,7 @@ def build(spark, spec) -> Output:
              path, n["orders"], start.isoformat(), end.isoformat(), metrics["other_hours_lines"], rejected,
              metrics["duplicate_lines"], blank)
     if rejected:
-        daily.keep_rejects(spark, daily.rejects_of(classified, per_order), rejects, rejected)
+        daily.keep_rejects(spark, daily.rejects_of(classified, per_order, bool(n["conflicting"])), rejects, rejected)
 
     # revenue: Spark's sum of decimal(12,2), decimal(22,2), as the table's column holds it.
     per_customer = daily.totals(orders.where(in_hour), start.date().isoformat()).select(

@@ -84,18 +84,21 @@ def run(build: Callable[[object, LoadSpec], Output], argv: list[str] | None = No
 def prepare(spark, build: Callable[[object, LoadSpec], Output], load_id: str, conns: Connections) -> None:
     """Stage one begun load in this Spark session: what `run` does inside spark-submit,
     for a driver that keeps its session between loads (bench/source.py). Raises when the
-    prepare fails (its root cause logged first).
-
-    It lets adaptive execution size what a job keeps (persist, cache) as it sizes what it
-    does not: otherwise a kept aggregate keeps spark.sql.shuffle.partitions (200) however
-    small, and each would be staged on its own (a 1,000-record load of the streaming
-    example: 23 s of staging, against 2 s)."""
-    spark.conf.set("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
+    prepare fails (its root cause logged first). The session gets `configure`'s settings."""
+    configure(spark)
     _conns.append(conns)
     try:
         _prepare(spark, build, load_id, conns)
     finally:
         _conns.pop()
+
+
+def configure(spark) -> None:
+    """What the frame sets on a job's session: adaptive execution sizes what a job keeps
+    (persist, cache) as it sizes what it does not. Otherwise a kept aggregate keeps
+    spark.sql.shuffle.partitions (200) however small, and each partition is staged on its
+    own (a 1,000-record load of the streaming example: 23 s of staging, against 2 s)."""
+    spark.conf.set("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
 
 
 def read_source(spark, spec: LoadSpec):
