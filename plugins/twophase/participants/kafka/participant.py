@@ -210,8 +210,7 @@ class KafkaParticipant(Participant):
 
             KafkaReader(source, self.bootstrap).mirror(fixed)
             return
-        with kafka_client(Consumer, self.bootstrap, **{"group.id": source.group,
-                                                        "enable.auto.commit": False}) as consumer:
+        with source.group_consumer(self.bootstrap) as consumer:
             producer.send_offsets_to_transaction(source.offsets(fixed), consumer.consumer_group_metadata(), 60)
 
     def _commit(self, vote: Vote, producer: Producer, consumer: Consumer) -> Outcome:
