@@ -18,7 +18,7 @@ PIPELINE = "bench"  # the pipeline name of the atomic loads in the transaction l
 PARTITIONS = 3      # of every topic, as KafkaTarget's default
 
 
-def _sql(dsn: str, *statements, args=None) -> list:
+def sql(dsn: str, *statements, args=None) -> list:
     with closing(psycopg2.connect(dsn)) as conn:
         conn.autocommit = True
         with conn.cursor() as cur:
@@ -35,16 +35,16 @@ def new_name() -> str:
 
 def create_table(dsn: str, shape: str, name: str) -> str:
     table = f"{SCHEMA}.t_{name}"
-    _sql(dsn, f"create schema if not exists {SCHEMA}", data.table_ddl(shape, table))
+    sql(dsn, f"create schema if not exists {SCHEMA}", data.table_ddl(shape, table))
     return table
 
 
 def count_rows(dsn: str, table: str) -> int:
-    return _sql(dsn, f"select count(*) from {table}")[0][0]
+    return sql(dsn, f"select count(*) from {table}")[0][0]
 
 
 def drop_table(dsn: str, table: str) -> None:
-    _sql(dsn, f"drop table if exists {table}")
+    sql(dsn, f"drop table if exists {table}")
 
 
 @contextmanager
@@ -92,7 +92,7 @@ def forget_load(dsn: str, bootstrap: str, load_id: str) -> None:
     from twophase.ids import copy_transactional_id, pg_gid
     from twophase.participants.postgres import MARKERS
 
-    _sql(dsn, "delete from twophase.transitions where load_id = %(id)s",
+    sql(dsn, "delete from twophase.transitions where load_id = %(id)s",
          "delete from twophase.votes where load_id = %(id)s",
          "delete from twophase.loads where load_id = %(id)s",
          f"delete from {MARKERS} where gid = %(gid)s", args={"id": load_id, "gid": pg_gid(load_id)})
@@ -134,10 +134,10 @@ def sweep(dsn: str, bootstrap: str) -> None:
     conns = Connections(dsn, bootstrap)
     log = PostgresLog(dsn)
     log.ensure_schema()
-    for (load_id,) in _sql(dsn, "select load_id from twophase.loads where pipeline = %s", args=(PIPELINE,)):
+    for (load_id,) in sql(dsn, "select load_id from twophase.loads where pipeline = %s", args=(PIPELINE,)):
         settle(log, conns, load_id)
         forget_load(dsn, bootstrap, load_id)
-    tables = _sql(dsn, "select schemaname || '.' || tablename from pg_tables where schemaname = %s", args=(SCHEMA,))
+    tables = sql(dsn, "select schemaname || '.' || tablename from pg_tables where schemaname = %s", args=(SCHEMA,))
     for (table,) in tables:
         drop_table(dsn, table)
     topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics

@@ -94,7 +94,7 @@ class Pipeline:
         self.iceberg = IcebergTarget(f"{iceberg.NAMESPACE}.s_{self.name}", columns=ICEBERG_COLUMNS)
         self.source = KafkaSource(topic, group=f"{scratch.TOPIC_PREFIX}{self.name}")
         self.load_ids: list[str] = []
-        scratch._sql(conns.pg_dsn, f"create schema if not exists {scratch.SCHEMA}",
+        scratch.sql(conns.pg_dsn, f"create schema if not exists {scratch.SCHEMA}",
                      f"create table {self.table} (customer_id text not null, orders int not null, "
                      "revenue numeric(14, 2) not null, first_order_at timestamptz not null, "
                      "last_order_at timestamptz not null, load_id text not null, primary key (load_id, customer_id))")
@@ -125,7 +125,7 @@ class Pipeline:
         metrics = log.get(load_id).metrics
         if metrics.get("orders") != events or metrics.get("rejected_lines"):
             raise RuntimeError(f"bench load {load_id} judged {metrics}; {events} events were produced, none bad")
-        [(counted,)] = scratch._sql(self.conns.pg_dsn, f"select coalesce(sum(orders), 0) from {self.table} "
+        [(counted,)] = scratch.sql(self.conns.pg_dsn, f"select coalesce(sum(orders), 0) from {self.table} "
                                     "where load_id = %s", args=(load_id,))
         if counted != events:
             raise RuntimeError(f"bench load {load_id} committed totals of {counted} events, {events} were produced")
@@ -185,8 +185,8 @@ def load_submitted(log, pipeline: Pipeline) -> tuple[str, dict]:
     t["prepare.start"] = t["prepare"] - float(logged.group(1))
     # The job's own log: when it read the load, when build returned (its metrics), the end.
     stamps = [datetime.strptime(re.match(r"(\S+ \S+)", line).group(1), "%Y-%m-%d %H:%M:%S,%f")
-              for mark in (r" twophase.prepare: load ", r" twophase.prepare: job metrics: ")
-              for line in proc.stdout.splitlines() if mark in line][:2]
+              for logged_as in (" twophase.prepare: load ", " twophase.prepare: job metrics: ")
+              for line in proc.stdout.splitlines() if logged_as in line][:2]
     if len(stamps) == 2:
         t["prepare.job"] = (stamps[1] - stamps[0]).total_seconds()
         t["prepare.staging"] = float(logged.group(1)) - t["prepare.job"]
