@@ -93,9 +93,9 @@ def forget_load(dsn: str, bootstrap: str, load_id: str) -> None:
     from twophase.participants.postgres import MARKERS
 
     sql(dsn, "delete from twophase.transitions where load_id = %(id)s",
-         "delete from twophase.votes where load_id = %(id)s",
-         "delete from twophase.loads where load_id = %(id)s",
-         f"delete from {MARKERS} where gid = %(gid)s", args={"id": load_id, "gid": pg_gid(load_id)})
+        "delete from twophase.votes where load_id = %(id)s",
+        "delete from twophase.loads where load_id = %(id)s",
+        f"delete from {MARKERS} where gid = %(gid)s", args={"id": load_id, "gid": pg_gid(load_id)})
     delete_groups(bootstrap, [copy_transactional_id(load_id)])
 
 

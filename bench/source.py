@@ -215,6 +215,17 @@ def _median(runs: list[dict], key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
+LABELS = {"prepare.start": "  prepare: the driver's start (JVM, Python, session)",
+          "prepare.job": "  prepare: the job's read and judging",
+          "prepare.staging": "  prepare: rejects kept, staging, votes",
+          "load": "**whole load**"}
+
+
+def _label(step: str) -> str:
+    """A step's row label: a part of a phase indented under it (prepare: ..., commit: kafka)."""
+    return LABELS.get(step, f"  {step.replace('.', ': ')}" if "." in step else step)
+
+
 def report(args, plain: list[dict], whole: list[dict], small: list[dict], cold: list[dict]) -> str:
     def s(v):
         return "" if v is None else f"{v:.2f} s"
@@ -230,10 +241,8 @@ def report(args, plain: list[dict], whole: list[dict], small: list[dict], cold: 
              f"{plain_rate:,.0f} | 1.00 |",
              f"| the load, begin to commit (Postgres, Kafka, Iceberg) | {s(_median(whole, 'load'))} | "
              f"{load_rate:,.0f} | {load_rate / plain_rate:.2f} |",
-             *(f"| {label} | {s(_median(whole, key))} | | |" for key, label in
-               (("begin", "  begin"), ("prepare.job", "  prepare: the job's read and judging"),
-                ("prepare.staging", "  prepare: rejects kept, staging, votes"), ("vote", "  vote"),
-                ("commit", "  commit"))), "",
+             *(f"|   {_label(key).strip()} | {s(_median(whole, key))} | | |"
+               for key in ("begin", "prepare.job", "prepare.staging", "vote", "commit")), "",
              "Each repetition, plain read and load: " + "; ".join(
                  f"{p['events']:,} events: {p['read']:.1f} s, {w['load']:.1f} s (the job's read and judging "
                  f"{w['prepare.job']:.1f} s, the rest of prepare {w['prepare.staging']:.1f} s)"
@@ -243,11 +252,7 @@ def report(args, plain: list[dict], whole: list[dict], small: list[dict], cold: 
     participants = sorted({k for r in small + cold for k in r if k.startswith("commit.")})
     for key in ("begin", "prepare", "prepare.start", "prepare.job", "prepare.staging", "vote", "commit",
                 *participants, "load"):
-        label = {"prepare.start": "  prepare: the driver's start (JVM, Python, session)",
-                 "prepare.job": "  prepare: the job's read and judging",
-                 "prepare.staging": "  prepare: rejects kept, staging, votes",
-                 "load": "**whole load**"}.get(key, f"  {key.replace('.', ': ')}" if "." in key else key)
-        lines.append(f"| {label} | {s(_median(small, key))} | {s(_median(cold, key))} |")
+        lines.append(f"| {_label(key)} | {s(_median(small, key))} | {s(_median(cold, key))} |")
     return "\n".join(lines)
 
 

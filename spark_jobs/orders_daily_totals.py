@@ -308,8 +308,9 @@ def build(spark: SparkSession, spec) -> Output:
     if conflicting:
         log.info("  rejected %d: %s (%d order ids)", conflicting, REASONS["conflicting_order"],
                  dup["conflicting_orders"])
+    rejected_lines = rejects_of(classified, per_order, conflicting > 0)
     if rejected:
-        keep_rejects(spark, rejects_of(classified, per_order, conflicting > 0), rejects, rejected)
+        keep_rejects(spark, rejected_lines, rejects, rejected)
 
     result = totals(orders, day)
     check_revenue_fits(result, day)
@@ -321,7 +322,7 @@ def build(spark: SparkSession, spec) -> Output:
     }
     per_customer = result.withColumn("revenue", F.col("revenue").cast("decimal(14,2)"))
     return Output({"": per_customer, "summary": day_summary(per_customer, day, rejected)}, metrics,
-                  rejects=quarantined(rejects_of(classified, per_order, conflicting > 0)) if rejected else None)
+                  rejects=quarantined(rejected_lines) if rejected else None)
 
 
 def quarantined(rejects: DataFrame) -> DataFrame:
