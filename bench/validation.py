@@ -8,9 +8,10 @@ same Spark session, alternating each repetition:
 - baseline: Spark's own reader of the same lines (`spark.read.text` + `from_json` with the
   order schema), grouped into the same per-customer totals: what a job that trusts its
   input pays;
-- the job: `orders_daily_totals.build` (listing, every line judged: order_sql's fast path
-  in Spark, order_rules in Python for the lines it leaves; rejects written, duplicates,
-  totals), its result counted, then what it kept dropped.
+- the job: the day folder's listing (its source's, as at begin) and `orders_daily_totals.build`
+  (every line judged: order_sql's fast path in Spark, order_rules in Python for the lines
+  it leaves; rejects written, duplicates, totals), its result counted, then what it kept
+  dropped.
 
 Neither stages anything: the servers are not needed. Prints a Markdown table.
 """
@@ -44,11 +45,14 @@ def baseline(spark, folder: str) -> int:
 
 def job(spark, folder: str, day: date, rejects: str) -> int:
     import orders_daily_totals
+    from twophase.sources.files import FilesSource
     from twophase.spark.job import configure
 
     configure(spark)  # the session as the job's frame sets it
 
-    spec = types.SimpleNamespace(input={"path": folder, "date": day.isoformat(), "rejects": rejects})
+    source = FilesSource(f"file://{folder}", "interval")  # the day's folder, listed as the DAG's begin lists it
+    spec = types.SimpleNamespace(load_id="bench", input={"date": day.isoformat(), "rejects": rejects},
+                                 source=source, source_range=source.open(None).fix([]).to_json())
     frames = orders_daily_totals.build(spark, spec).df  # {frame name: DataFrame}; "" is the per-customer one
     try:
         return frames[""].count()

@@ -8,9 +8,11 @@ Schedule: daily at midnight UTC, each run loading the day that just ended (its d
 interval). ORDERS_SCHEDULE overrides the cron expression, e.g. "*/2 * * * *" in a test.
 
 Input: JSON lines in $ORDERS_DATA/landing/date=YYYY-MM-DD/ (make sample days with
-`python -m orders_sample`); rejected lines go to $ORDERS_DATA/rejects/. ORDERS_DATA is a
-storage URI (file://, hdfs://namenode/..., s3a://bucket/...; a plain absolute path is a
-local one) and defaults to .stack/data/orders in this checkout.
+`python -m orders_sample`), the run's day folder: its files are listed at begin, and one
+that changes or vanishes before the load read it fails the load (an IntervalFolder
+source). Rejected lines go to $ORDERS_DATA/rejects/. ORDERS_DATA is a storage URI
+(file://, hdfs://namenode/..., s3a://bucket/...; a plain absolute path is a local one) and
+defaults to .stack/data/orders in this checkout.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from airflow.sdk import DAG, CronDataIntervalTimetable
 
 from twophase.audit import DuplicateKeys, NullShare, RowCountChange, ValueRange
 from twophase.spark.storage import join_uri, storage_uri
-from twophase_airflow import IcebergTable, LoadConfig, Table, Topic, load_params, two_phase_load
+from twophase_airflow import IcebergTable, IntervalFolder, LoadConfig, Table, Topic, load_params, two_phase_load
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,12 +77,16 @@ def orders_data() -> str:
     return storage_uri(os.environ.get("ORDERS_DATA", str(ROOT / ".stack" / "data" / "orders")), "ORDERS_DATA")
 
 
+def day_folder(interval) -> str:
+    """The day's landing folder, a URI under ORDERS_DATA (string joins: pathlib would turn
+    hdfs://nn/x into hdfs:/nn/x)."""
+    return join_uri(orders_data(), "landing", f"date={interval.day.isoformat()}")
+
+
 def describe_input(interval, params, load_id) -> dict:
-    """The day's landing folder and where its rejected lines go, as URIs under ORDERS_DATA
-    (string joins: pathlib would turn hdfs://nn/x into hdfs:/nn/x)."""
-    data, day = orders_data(), interval.day.isoformat()
-    return {"date": day, "path": join_uri(data, "landing", f"date={day}"),
-            "rejects": join_uri(data, "rejects", f"date={day}", f"load={load_id}")}
+    """The day, and where its rejected lines go (a URI under ORDERS_DATA)."""
+    day = interval.day.isoformat()
+    return {"date": day, "rejects": join_uri(orders_data(), "rejects", f"date={day}", f"load={load_id}")}
 
 
 with DAG(
@@ -103,6 +109,6 @@ with DAG(
             Topic("customer-daily-totals", key_column="customer_id"),
             IcebergTable("analytics.customer_daily_totals", interval_column="day", columns=ICEBERG_COLUMNS,
                          partition_by=("day",)),
-        ], describe_input=describe_input, rules=AUDIT_RULES),
+        ], source=IntervalFolder(day_folder), describe_input=describe_input, rules=AUDIT_RULES),
         application=str(ROOT / "spark_jobs" / "orders_daily_totals.py"),
     )

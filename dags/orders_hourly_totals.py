@@ -6,10 +6,11 @@ at 06:00 UTC loads 05:00-06:00). ORDERS_HOURLY_SCHEDULE overrides the cron expre
 Created paused: unpause it once orders land for the current day.
 
 Input: the daily example's JSON lines, $ORDERS_DATA/landing/date=YYYY-MM-DD/ (ORDERS_DATA:
-a storage URI, as for the daily example; make a sample day with `python -m orders_sample`);
-the job keeps the orders whose ordered_at
-falls in the hour. Mode append loads each hour once (a committed hour is "nothing to
-do"); mode replace swaps that hour's rows (and marks the topic's records as replacing).
+a storage URI, as for the daily example; make a sample day with `python -m orders_sample`),
+listed at begin as the daily example lists it (an IntervalFolder of the hour's day); the
+job keeps the orders whose ordered_at falls in the hour. Mode append loads each hour once
+(a committed hour is "nothing to do"); mode replace swaps that hour's rows (and marks the
+topic's records as replacing).
 
 Load a given hour: its run's data interval is the hour, so give the logical date of the
 hour's END (a manual run's interval is the last whole hour before its logical date):
@@ -32,7 +33,7 @@ from airflow.sdk import DAG, CronDataIntervalTimetable
 
 from twophase.spark.storage import join_uri, storage_uri
 from twophase.spec import SpecError
-from twophase_airflow import LoadConfig, Table, Topic, load_params, two_phase_load
+from twophase_airflow import IntervalFolder, LoadConfig, Table, Topic, load_params, two_phase_load
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,7 +57,7 @@ def orders_data() -> str:
 
 
 def describe_input(interval, params, load_id) -> dict:
-    """The day's folder and the hour in it. Refuses an interval longer than an hour or
+    """The hour, and where its rejected lines go. Refuses an interval longer than an hour or
     across midnight: its rows would not be an hour's (the table holds one row per customer
     and hour), and the job reads one day's folder."""
     start, end = interval.start, interval.end
@@ -64,9 +65,14 @@ def describe_input(interval, params, load_id) -> dict:
         raise SpecError(f"orders_hourly_totals loads one hour of one day, not {start.isoformat()} .. "
                         f"{end.isoformat()}; run it with the logical date of the hour's end, e.g. "
                         "`airflow dags test orders_hourly_totals 2026-11-20T06:00:00+00:00` loads 05:00-06:00")
-    data, day = orders_data(), interval.day.isoformat()
-    return {"path": join_uri(data, "landing", f"date={day}"), "start": start.isoformat(), "end": end.isoformat(),
-            "rejects": join_uri(data, "rejects", f"date={day}", f"load={load_id}")}
+    day = interval.day.isoformat()
+    return {"start": start.isoformat(), "end": end.isoformat(),
+            "rejects": join_uri(orders_data(), "rejects", f"date={day}", f"load={load_id}")}
+
+
+def day_folder(interval) -> str:
+    """The landing folder of the hour's day, a URI under ORDERS_DATA."""
+    return join_uri(orders_data(), "landing", f"date={interval.day.isoformat()}")
 
 
 with DAG(
@@ -86,6 +92,6 @@ with DAG(
         LoadConfig(targets=[
             Table("analytics.customer_hourly_totals", interval_column="hour", ddl=TABLE_DDL),
             Topic("customer-hourly-totals", key_column="customer_id"),
-        ], describe_input=describe_input),
+        ], source=IntervalFolder(day_folder), describe_input=describe_input),
         application=str(ROOT / "spark_jobs" / "orders_hourly_totals.py"),
     )

@@ -1,17 +1,21 @@
 """Prepare job of the example pipeline: order events of one day -> totals per customer.
 
-Input (from the load's `input`, logged by the DAG's begin task):
-    path     the day's landing folder of JSON lines (one order per line)
-    date     the day, YYYY-MM-DD
-    rejects  where rejected lines are kept for people to inspect
-`path` and `rejects` are storage URIs (file://, hdfs://, s3a://; a plain absolute path is
-a local one), read and written through Hadoop's file systems, never joined with pathlib.
+Input:
+    the load's source: the day's landing folder of JSON lines (one order per line), an
+             IntervalFolder whose listing (each file's URI, size and modification time)
+             was fixed at begin; a file that changes or vanishes before the load read it
+             fails the load (twophase/sources/files.py)
+    date     the day, YYYY-MM-DD (the load's `input`, logged by the DAG's begin task)
+    rejects  where rejected lines are kept for people to inspect (ditto)
+The folder and `rejects` are storage URIs (file://, hdfs://, s3a://; a plain absolute path
+is a local one), read and written through Hadoop's file systems, never joined with pathlib.
 
 Every file and every line under the day's folder is accounted for:
 - files: the folder's own files are read, except hidden ones (name starting with '_' or
   '.', Hadoop's mark of markers and files still being written); hidden files and files in
-  subfolders are not read, and each is reported with its path and size (metrics
-  skipped_files, skipped_bytes, skipped_paths), so the vote's gate can refuse the day;
+  subfolders are not read (the source lists them so), and each is reported with its path
+  and size (metrics skipped_files, skipped_bytes, skipped_paths), so the vote's gate can
+  refuse the day;
 - lines: each line read is a valid order, a rejected line (its reason counted and the line
   kept in `rejects` with what is wrong with its value), a duplicate delivery of an order
   already loaded (counted, loaded once) or a blank line (counted);
@@ -49,9 +53,9 @@ from pyspark.sql import functions as F
 import order_rules
 import order_sql
 from order_rules import REASONS, check_line
-from twophase.sources.files import not_read
-from twophase.spark.job import Output, run
+from twophase.spark.job import Output, read_source, run
 from twophase.spark.storage import storage_uri
+from twophase.spec import SpecError
 
 # Executors get the rules inside the pickled function: nothing to install on a cluster.
 cloudpickle.register_pickle_by_value(order_rules)
@@ -82,34 +86,15 @@ class RejectsNotKept(Exception):
 class Listing:
     """The day folder's files: those the job reads, and those it reports as not read."""
 
-    read: list[tuple[str, int]]          # (path, bytes)
+    read: list[tuple[str, int]]          # (URI, bytes)
     skipped: list[tuple[str, int, str]]  # (path relative to the folder, bytes, why not read)
 
 
-def list_day(spark: SparkSession, path: str) -> Listing:
-    """Every file under the day's folder (a storage URI), through Hadoop's file system API
-    (local, HDFS, S3 alike). Raises FileNotFoundError, naming the URI, when the folder
-    does not exist."""
-    jvm = spark._jvm
-    folder = jvm.org.apache.hadoop.fs.Path(path)
-    fs = folder.getFileSystem(spark._jsc.hadoopConfiguration())
-    if not fs.exists(folder):
-        raise FileNotFoundError(f"input folder {path} does not exist: no order events landed for this day")
-    if not fs.getFileStatus(folder).isDirectory():
-        raise NotADirectoryError(f"input {path} is a file, not a folder of JSON-lines files")
-    prefix = fs.makeQualified(folder).toString().rstrip("/") + "/"
-    read, skipped = [], []
-    files = fs.listFiles(folder, True)
-    while files.hasNext():
-        status = files.next()
-        full, size = status.getPath().toString(), status.getLen()
-        relative = full[len(prefix):] if full.startswith(prefix) else full
-        why = not_read(relative, "the day folder")
-        if why:
-            skipped.append((relative, size, why))
-        else:
-            read.append((full, size))
-    return Listing(sorted(read), sorted(skipped))
+def listing_of(spec) -> Listing:
+    """The files of the load's range, as its folder source listed them at begin."""
+    position = spec.source_range["position"]
+    return Listing([(uri, size) for uri, size, _ in position.get("files", [])],
+                   [(relative, size, why) for relative, size, why in position.get("skipped", [])])
 
 
 def classify_partition(day: date):
@@ -172,13 +157,10 @@ def reading_input():
                                 "worker's own disk: use hdfs:// or s3a://)") from None
 
 
-def read_lines(spark: SparkSession, listing: Listing) -> DataFrame:
-    """(raw, file): every line of the files to read, as its exact bytes (Spark's text
-    source splits lines at \\n, \\r\\n and \\r and keeps the bytes between undecoded)."""
-    if not listing.read:
-        return spark.createDataFrame([], "raw binary, file string")
-    return spark.read.text([p for p, _ in listing.read]).select(
-        F.col("value").cast("binary").alias("raw"), F.col("_metadata.file_path").alias("file"))
+def read_lines(spark: SparkSession, spec) -> DataFrame:
+    """(raw, file): every line of the load's files, as its exact bytes (Spark's text source
+    splits lines at \\n, \\r\\n and \\r and keeps the bytes between undecoded)."""
+    return read_source(spark, spec).select(F.col("value").cast("binary").alias("raw"), "file")
 
 
 def totals(orders: DataFrame, day: str) -> DataFrame:
@@ -237,9 +219,12 @@ def rejects_of(classified: DataFrame, per_order: DataFrame, conflicts: bool) -> 
 
 
 def locations(spec) -> tuple[str, str]:
-    """The load's input folder and rejects location, as storage URIs (twophase.spark.storage)."""
-    return (storage_uri(spec.input.get("path"), "the load's input 'path'"),
-            storage_uri(spec.input.get("rejects"), "the load's input 'rejects'"))
+    """The load's input folder (its source's) and rejects location, as storage URIs
+    (twophase.spark.storage)."""
+    if spec.source is None or spec.source.kind != "files" or spec.source_range is None:
+        raise SpecError(f"load {spec.load_id} reads no folder: the example's jobs read an IntervalFolder source "
+                        "(dags/orders_daily_totals.py)")
+    return spec.source.folder, storage_uri(spec.input.get("rejects"), "the load's input 'rejects'")
 
 
 def lines_at(spark: SparkSession, uri: str) -> int:
@@ -270,12 +255,12 @@ def keep_rejects(spark: SparkSession, rejects: DataFrame, uri: str, expected: in
 
 def build(spark: SparkSession, spec) -> Output:
     (path, rejects), day = locations(spec), spec.input["date"]
-    listing = list_day(spark, path)
+    listing = listing_of(spec)
     for relative, size, why in listing.skipped:
         log.warning("not read: %s/%s (%s bytes): %s", path, relative, f"{size:,}", why)
     skipped = [s for s in listing.skipped if s[1] > 0]  # an empty file holds no line to account for
 
-    classified = classify(read_lines(spark, listing), date.fromisoformat(day))
+    classified = classify(read_lines(spark, spec), date.fromisoformat(day))
     with reading_input():
         counts = {(r["verdict"], r["reason"]): (r["count"], r["example"]) for r in
                   classified.groupBy("verdict", "reason").agg(F.count(F.lit(1)).alias("count"),

@@ -1,10 +1,11 @@
 """Prepare job of the hourly example: the orders of one hour -> totals per customer.
 
-Input (the load's `input`, from dags/orders_hourly_totals.py):
-    path        the day's landing folder of JSON lines, as the daily example reads
+Input (dags/orders_hourly_totals.py):
+    the load's source: the day's landing folder of JSON lines, as the daily example reads
+                it (an IntervalFolder, listed at begin)
     start, end  the hour, ISO instants: orders with start <= ordered_at < end are loaded
     rejects     where rejected lines are kept for people to inspect
-`path` and `rejects` are storage URIs, as the daily job takes them; the rejects are
+The folder and `rejects` are storage URIs, as the daily job takes them; the rejects are
 counted where they were written, after the write, as the daily job does.
 
 The day's folder is listed, read, validated and de-duplicated by the daily job's own
@@ -44,12 +45,12 @@ log = logging.getLogger("orders_hourly_totals")
 def build(spark, spec) -> Output:
     path, rejects = daily.locations(spec)
     start, end = (datetime.fromisoformat(spec.input[k]) for k in ("start", "end"))
-    listing = daily.list_day(spark, path)
+    listing = daily.listing_of(spec)
     for relative, size, why in listing.skipped:
         log.warning("not read: %s/%s (%s bytes): %s", path, relative, f"{size:,}", why)
     skipped = [s for s in listing.skipped if s[1] > 0]
 
-    classified = daily.classify(daily.read_lines(spark, listing), start.date())
+    classified = daily.classify(daily.read_lines(spark, spec), start.date())
     with daily.reading_input():
         counts = {(r["verdict"], r["reason"]): r["count"]
                   for r in classified.groupBy("verdict", "reason").count().collect()}

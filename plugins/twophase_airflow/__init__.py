@@ -1,7 +1,7 @@
 """Thin Airflow glue over the twophase core: a DAG factory, its tasks, the prepare operator.
 
     from twophase_airflow import IcebergTable, LoadConfig, Table, Topic, load_params, two_phase_load
-    from twophase_airflow import KafkaTopicSource, LandingFolder   # a pipeline's source
+    from twophase_airflow import IntervalFolder, KafkaTopicSource, LandingFolder   # a pipeline's source
 """
 
 from .config import Interval, LoadConfig
@@ -9,7 +9,7 @@ from .factory import load_params, two_phase_load
 from .kinds.iceberg import IcebergTable, iceberg_asset
 from .kinds.kafka import Topic, topic_asset
 from .kinds.postgres import Table, table_asset
-from .sources import KafkaTopicSource, LandingFolder
+from .sources import IntervalFolder, KafkaTopicSource, LandingFolder
 
-__all__ = ["IcebergTable", "Interval", "KafkaTopicSource", "LandingFolder", "LoadConfig", "Table", "Topic",
-           "iceberg_asset", "load_params", "table_asset", "topic_asset", "two_phase_load"]
+__all__ = ["IcebergTable", "Interval", "IntervalFolder", "KafkaTopicSource", "LandingFolder", "LoadConfig", "Table",
+           "Topic", "iceberg_asset", "load_params", "table_asset", "topic_asset", "two_phase_load"]

@@ -40,9 +40,10 @@ class LoadConfig:
       the load (the job gets it as spec.input); `interval` is the run's data interval
       (Interval: start, end, day); optional with a source;
     - source: where the input comes from, when the pipeline reads a source (twophase_airflow.
-      sources: KafkaTopicSource, LandingFolder): each load reads what follows the last
-      committed load, fixed at begin; such loads are exactly once per source, not per data
-      interval (a run of an interval already loaded reads what is new);
+      sources), fixed at begin: KafkaTopicSource and LandingFolder read what follows the
+      last committed load, and such loads are exactly once per source, not per data
+      interval (a run of an interval already loaded reads what is new); IntervalFolder
+      reads the folder of the run's data interval, once per interval;
     - pipeline: the name in the transaction log and in load ids (default: the DAG id);
     - log_conn_id: the Postgres connection of the transaction log (schema `twophase`);
       tables on it commit in the log's database, tables on other connections in theirs;
@@ -82,13 +83,15 @@ class LoadConfig:
         if self.pipeline is not None:
             check_pipeline(self.pipeline, "LoadConfig pipeline")
         if self.describe_input is None and self.source is None:
-            raise SpecError("LoadConfig needs a source (KafkaTopicSource, LandingFolder) or describe_input, "
+            raise SpecError("LoadConfig needs a source (KafkaTopicSource, LandingFolder, IntervalFolder) or "
+                            "describe_input, "
                             "a function (interval, params, load_id) -> dict of what the job reads")
         if self.describe_input is not None and not callable(self.describe_input):
             raise SpecError("LoadConfig describe_input must be a function (interval, params, load_id) -> dict, "
                             f"got {type(self.describe_input).__name__}")
         if self.source is not None and not isinstance(self.source, SOURCE_CLASSES):
-            raise SpecError(f"LoadConfig source must be a KafkaTopicSource(...) or a LandingFolder(...), "
+            raise SpecError(f"LoadConfig source must be a KafkaTopicSource(...), a LandingFolder(...) or an "
+                            f"IntervalFolder(...), "
                             f"got {self.source!r}")
         self._check_rules()
         if not isinstance(self.quarantine_cap, int) or isinstance(self.quarantine_cap, bool) or self.quarantine_cap < 0:

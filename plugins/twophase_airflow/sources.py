@@ -1,18 +1,23 @@
 """Sources in Airflow: what a DAG author names as a pipeline's input (LoadConfig(source=...)).
 
-Each load of the pipeline reads what follows the last committed load of its source,
-fixed at begin (twophase/sources; docs/sources.md); its prepare job reads it with
-`twophase.spark.job.read_source(spark, spec)`. A run that finds nothing new ends green
-without a load (`empty="skip"`, the default) or loads an empty one (`empty="load"`: a
-commit per run, e.g. to show the pipeline is alive).
+What a load reads is fixed at begin (twophase/sources; docs/sources.md); its prepare job
+reads it with `twophase.spark.job.read_source(spark, spec)`.
+- KafkaTopicSource, LandingFolder: each load reads what follows the last committed load
+  of the source; such loads are exactly once per source, not per data interval. A run
+  that finds nothing new ends green without a load (`empty="skip"`, the default) or loads
+  an empty one (`empty="load"`: a commit per run, e.g. to show the pipeline is alive).
+- IntervalFolder: each load reads the whole folder of its run's data interval; loads stay
+  exactly once per data interval, as without a source.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from twophase.sources.files import FilesSource
 from twophase.sources.kafka import START_EARLIEST, KafkaSource
+from twophase.spark.storage import storage_uri
 from twophase.spec import SpecError
 
 from .kinds.kafka import DEFAULT_CONN_ID as DEFAULT_KAFKA
@@ -54,7 +59,9 @@ class KafkaTopicSource:
         _check_empty(self)
         self.core("check", "")  # the core's rules, so a wrong setting fails the DAG file's import
 
-    def core(self, pipeline: str, connection: str) -> KafkaSource:
+    per_interval = False  # loads are once per source, not per data interval
+
+    def core(self, pipeline: str, connection: str, interval=None) -> KafkaSource:
         return KafkaSource(self.topic, group=self.group or pipeline, start=self.start, cap=self.cap,
                            connection=connection)
 
@@ -78,8 +85,35 @@ class LandingFolder:
         _check_empty(self)
         self.core("check", "")
 
-    def core(self, pipeline: str, connection: str) -> FilesSource:
+    per_interval = False
+
+    def core(self, pipeline: str, connection: str, interval=None) -> FilesSource:
         return FilesSource(self.folder, "new", self.cap)
 
 
-SOURCE_CLASSES = (KafkaTopicSource, LandingFolder)
+@dataclass(frozen=True)
+class IntervalFolder:
+    """The folder of each run's data interval: `folder(interval)` gives its storage URI or
+    absolute path (e.g. `.../landing/date=2026-11-20`). Every load of the interval reads
+    all of its files, listed at begin (a replace load lists them again); a file that
+    changes or vanishes before the load read it fails the load, and a folder that does
+    not exist refuses the load at begin. Loads stay exactly once per data interval.
+    An empty folder is an empty load (the vote's min_rows gate decides whether it commits)."""
+
+    folder: Callable
+    kind = "files"
+    conn_id = ""
+    empty = "load"
+    per_interval = True
+
+    def __post_init__(self):
+        if not callable(self.folder):
+            raise SpecError("IntervalFolder folder must be a function (interval) -> the interval's folder, "
+                            f"got {self.folder!r}")
+
+    def core(self, pipeline: str, connection: str, interval=None) -> FilesSource:
+        """The core source of `interval`'s folder (SpecError naming a bad URI)."""
+        return FilesSource(storage_uri(self.folder(interval), "IntervalFolder's folder"), "interval")
+
+
+SOURCE_CLASSES = (KafkaTopicSource, LandingFolder, IntervalFolder)

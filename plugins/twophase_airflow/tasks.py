@@ -17,7 +17,7 @@ from twophase import ids
 from twophase.audit import PASS
 from twophase.audit.report import audit_summary
 from twophase.connections import Connections
-from twophase.errors import ServerUnreachable, one_line
+from twophase.errors import ServerUnreachable, Terminal, one_line
 from twophase.gates import approval
 from twophase.gates import audit_step
 from twophase.gates.approval import ApprovalGate
@@ -99,10 +99,12 @@ def _begin(cfg: LoadConfig, pipeline: str, context) -> bool:
         spec = LoadSpec(
             load_id=lid, pipeline=pipeline, run_id=context["run_id"],
             targets=tuple(t.core(mode, (interval.start, interval.end), cfg.core_connection(t)) for t in cfg.targets),
-            # A sourced load is exactly once per source, not per data interval (ADR 0010).
-            data_interval=None if cfg.source else (interval.start.isoformat(), interval.end.isoformat()),
+            # A load of a source that continues its loads is exactly once per source, not per
+            # data interval (ADR 0010); an interval's folder keeps loads once per interval.
+            data_interval=(None if cfg.source and not cfg.source.per_interval
+                           else (interval.start.isoformat(), interval.end.isoformat())),
             input=cfg.describe_input(interval, params, lid) if cfg.describe_input else {},
-            source=cfg.source.core(pipeline, cfg.core_connection(cfg.source)) if cfg.source else None,
+            source=cfg.source.core(pipeline, cfg.core_connection(cfg.source), interval) if cfg.source else None,
         )
     except SpecError as exc:
         raise AirflowFailException(f"the load is described wrongly: {exc}") from None
@@ -120,6 +122,8 @@ def _begin(cfg: LoadConfig, pipeline: str, context) -> bool:
         return False
     except (coordinator.IntervalBusy, coordinator.SourceBusy) as exc:
         raise AirflowFailException(f"cannot begin load {lid} for {_shown(interval)}: {exc}") from None
+    except Terminal as exc:  # e.g. a source that cannot be read exactly once (SourceError): retries cannot help
+        raise AirflowFailException(f"cannot begin load {lid}: {exc}") from None
     log.info("began load %s for %s, mode %s (state %s)", lid, _shown(interval), mode, load.state)
     for target in spec.targets:
         log.info("target %s (%s, mode %s)", target.name, target.kind, target.mode)
@@ -254,7 +258,7 @@ def rollback(cfg: LoadConfig, pipeline: str, context) -> None:
         log.warning("rejected input lines: %s (by reason: %s); kept in %s", before.metrics["rejected_lines"],
                     before.metrics.get("rejected_by_reason"), before.input.get("rejects", "the job's rejects folder"))
     _log_quarantine(txlog, lid)
-    log.info("the input is untouched: %s; fix the cause and trigger the day again", before.input.get("path", before.input))
+    log.info("the input is untouched: %s; fix the cause and run the load again", before.source or before.input)
     _log_exposure(txlog.get(lid))
 
 

@@ -4,8 +4,8 @@
   rejects location, counted there;
 - executors that write the rejects where the driver cannot read them (their own disk, as
   file:// is on a cluster) fail the load, naming both counts and the URI;
-- an input folder that does not exist, and input files the executors cannot see, fail the
-  load with the URI in its reason;
+- an input folder that does not exist refuses the load at begin, and input files the
+  executors cannot see fail it, with the URI in the reason;
 - the example DAGs build hdfs:// and s3a:// locations without losing a '/'.
 """
 
@@ -26,8 +26,11 @@ from pipeline.expected import _valid, expected_totals
 from support import ROOT, count_table_rows
 from twophase.ids import load_id_for
 from twophase.participants.postgres import PostgresTarget
+from twophase.log import UnknownLoad
 from twophase.protocol import coordinator
 from twophase.protocol.states import State
+from twophase.sources import SourceError
+from twophase.sources.files import FilesSource
 from twophase.spec import LoadSpec
 
 DAY = date(2026, 11, 20)
@@ -50,13 +53,12 @@ def tables(pg_dsn, unique_name):
 
 def begin(txlog, tables, run_id: str, data) -> LoadSpec:
     """Begin a load of the example job reading `data`/landing/date=DAY, as the DAG
-    describes it, with the locations written as file:// URIs."""
+    describes it (its source the day's folder, listed now), the locations as file:// URIs."""
     spec = LoadSpec(load_id=load_id_for("core_tests", run_id), pipeline="core_tests", run_id=run_id,
                     targets=(PostgresTarget(tables[""]), PostgresTarget(tables["summary"], frame="summary")),
-                    input={"date": DAY.isoformat(), "path": f"file://{data}/landing/date={DAY}",
-                           "rejects": f"file://{data}/rejects/date={DAY}/load={run_id}"})
-    coordinator.begin(txlog, spec)
-    return spec
+                    input={"date": DAY.isoformat(), "rejects": f"file://{data}/rejects/date={DAY}/load={run_id}"},
+                    source=FilesSource(f"file://{data}/landing/date={DAY}", "interval"))
+    return coordinator.begin(txlog, spec).spec()
 
 
 def aborted_because(txlog, conns, tables, load_id: str) -> str:
@@ -111,16 +113,33 @@ def test_file_uris_commit_exactly_and_every_rejected_line_is_kept(utc, txlog, co
     assert Counter((r["file"].rsplit("/", 1)[1], r["line"]) for r in records) == bad_lines
 
 
-def test_a_missing_input_folder_fails_with_its_uri(utc, txlog, conns, tables, tmp_path, unique_name):
+def test_a_missing_input_folder_refuses_the_load_at_begin_with_its_uri(txlog, tables, tmp_path, unique_name):
+    with pytest.raises(SourceError) as refused:
+        begin(txlog, tables, unique_name, tmp_path)  # nothing landed under tmp_path
+    assert str(refused.value) == f"files:file://{tmp_path}/landing/date={DAY}: the folder does not exist"
+    with pytest.raises(UnknownLoad):
+        txlog.get(load_id_for("core_tests", unique_name))
+
+
+def test_a_file_that_grows_after_begin_fails_the_load_naming_it(utc, txlog, conns, tables, tmp_path, unique_name):
+    """Begin lists the day; a line is appended to one file before the job reads it: the
+    load's prepare fails naming the file and both sizes, and nothing is loaded."""
     import orders_daily_totals
 
-    spec = begin(txlog, tables, unique_name, tmp_path)  # nothing landed under tmp_path
-    with pytest.raises(FileNotFoundError) as failed:
-        orders_daily_totals.build(utc, spec)
+    made = generate(tmp_path / "landing", DAY, 1000, bad_share=0.0)
+    spec = begin(txlog, tables, unique_name, tmp_path)
+    grown = sorted(made.folder.glob("*.jsonl"))[0]
+    before = grown.stat().st_size
+    late = '{"order_id": "late-1", "customer_id": "c1", "amount": 1.00, "ordered_at": "%sT12:00:00Z"}\n' % DAY
+    with grown.open("a") as f:
+        f.write(late)
+    output = orders_daily_totals.build(utc, spec)
+    with pytest.raises(SourceError) as failed:
+        coordinator.prepare(txlog, conns, spec.load_id, output.df, output.metrics)
     coordinator.record_prepare_error(txlog, spec.load_id, failed.value)  # as the prepare frame does
-    uri = f"file://{tmp_path}/landing/date={DAY}"
     assert aborted_because(txlog, conns, tables, spec.load_id) == (
-        f"prepare failed: FileNotFoundError: input folder {uri} does not exist: no order events landed for this day")
+        f"prepare failed: SourceError: the input changed while the load read it: file://{grown} changed after the "
+        f"load listed it: {before} bytes then, {before + len(late)} now")
 
 
 def test_rejects_executors_keep_on_their_own_disk_fail_the_load(txlog, conns, tables, tmp_path, unique_name):
@@ -170,11 +189,12 @@ def test_the_dags_build_uris_under_orders_data(monkeypatch, data, landing, rejec
 
     monkeypatch.setenv("ORDERS_DATA", data)
     start = datetime(2026, 11, 20, tzinfo=timezone.utc)
-    daily = _dag_module("orders_daily_totals").describe_input(Interval(start, start + timedelta(days=1)), {}, "L")
-    assert daily == {"date": "2026-11-20", "path": landing, "rejects": rejects}
-    hour = start + timedelta(hours=5)
-    hourly = _dag_module("orders_hourly_totals").describe_input(Interval(hour, hour + timedelta(hours=1)), {}, "L")
-    assert (hourly["path"], hourly["rejects"]) == (landing, rejects)
+    daily_dag, hourly_dag = _dag_module("orders_daily_totals"), _dag_module("orders_hourly_totals")
+    day = Interval(start, start + timedelta(days=1))
+    assert daily_dag.describe_input(day, {}, "L") == {"date": "2026-11-20", "rejects": rejects}
+    assert daily_dag.day_folder(day) == landing
+    hour = Interval(start + timedelta(hours=5), start + timedelta(hours=6))
+    assert (hourly_dag.day_folder(hour), hourly_dag.describe_input(hour, {}, "L")["rejects"]) == (landing, rejects)
 
 
 @pytest.mark.parametrize("data, why", [

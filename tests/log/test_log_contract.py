@@ -99,11 +99,11 @@ def test_begin_of_a_sourced_load_fixes_its_range_with_the_sources_other_loads(lo
                                                         "position": {"start": len(others), "end": len(others) + 1}})
 
     seen: list = []
-    first, created = log.begin(sourced("run-1"), fix=lambda others: fixed_after(others, "run-1"))
+    first, created = log.begin(sourced("run-1"), fix=lambda _, others: fixed_after(others, "run-1"))
     assert created and first.source == source.key and first.source_range["position"] == {"start": 0, "end": 1}
     assert first.spec().source == source and first.spec().source_range == first.source_range
-    log.begin(sourced("run-x", other), fix=lambda others: fixed_after(others, "run-x", other))
-    def refuse(others):
+    log.begin(sourced("run-x", other), fix=lambda _, others: fixed_after(others, "run-x", other))
+    def refuse(_, others):
         seen.append([o.load_id for o in others])
         raise RuntimeError("refused")
 
@@ -111,17 +111,37 @@ def test_begin_of_a_sourced_load_fixes_its_range_with_the_sources_other_loads(lo
         log.begin(sourced("run-2"), fix=refuse)
     with pytest.raises(UnknownLoad):
         log.get(load_id_for(pipeline, "run-2"))
-    second, _ = log.begin(sourced("run-2"), fix=lambda others: fixed_after(others, "run-2"))
+    second, _ = log.begin(sourced("run-2"), fix=lambda _, others: fixed_after(others, "run-2"))
     assert second.source_range["position"] == {"start": 1, "end": 2}
-    again, created = log.begin(sourced("run-2"), fix=lambda others: pytest.fail("a begun load is not fixed again"))
+    again, created = log.begin(sourced("run-2"), fix=lambda _, others: pytest.fail("a begun load is not fixed again"))
     assert not created and again == second
     assert seen == [[], [], [first.load_id], [first.load_id]], "fix sees the other loads of the same source only"
     assert [x.load_id for x in log.of_source(source.key)] == [first.load_id, second.load_id]
 
 
+def test_a_load_of_an_interval_and_a_source_is_fixed_as_it_was_planned(log, pipeline):
+    """A load with both (an interval's folder): fix gets the spec plan returned, so what
+    plan decided (the loads a replace replaces) is logged with the range."""
+    interval = ("2026-11-20T00:00:00+00:00", "2026-11-21T00:00:00+00:00")
+    spec = replace(spec_of(pipeline, interval=interval), source=MemorySource(f"{pipeline}-day"))
+    planned = replace(spec, replaces=("an-earlier-load",))
+    fixed = {"source": spec.source.key, "kind": "memory", "position": {"start": 0, "end": 2}}
+    got = []
+
+    def fix(current, others):
+        got.append(current)
+        return replace(current, source_range=fixed)
+
+    load, created = log.begin(spec, plan=lambda others: planned, fix=fix)
+    assert created and got == [planned]
+    logged = load.spec()
+    assert (logged.replaces, logged.source_range, logged.source) == (planned.replaces, fixed, planned.source)
+    assert load.data_interval_start is not None
+
+
 def test_a_skip_of_a_source_is_decided_with_its_loads_and_skips_and_kept_with_who_and_why(log, pipeline):
     source = MemorySource(f"{pipeline}-feed")
-    load, _ = log.begin(replace(spec_of(pipeline), source=source), fix=lambda others: replace(
+    load, _ = log.begin(replace(spec_of(pipeline), source=source), fix=lambda _, others: replace(
         spec_of(pipeline), source=source, source_range={"source": source.key, "kind": "memory",
                                                         "position": {"start": 0, "end": 3}}))
     seen: list = []

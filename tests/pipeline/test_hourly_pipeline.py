@@ -105,4 +105,4 @@ def test_a_run_is_an_hour_never_a_day(orders_data, pg_dsn):
             dag_file.describe_input(Interval(start, end), {}, "load")
     described = dag_file.describe_input(Interval(hour, hour + timedelta(hours=1)), {}, "load")
     assert (described["start"], described["end"]) == (hour.isoformat(), (hour + timedelta(hours=1)).isoformat())
-    assert described["path"].endswith(f"landing/date={day.isoformat()}")
+    assert dag_file.day_folder(Interval(hour, hour + timedelta(hours=1))).endswith(f"landing/date={day.isoformat()}")

@@ -150,16 +150,14 @@ def test_quality_gate_rolls_back_and_fails_the_run(run_dag, orders_data, fresh_d
     assert_verified(pg_dsn, kafka_bootstrap, fresh_day)
 
 
-def test_missing_input_folder_fails_prepare_and_rolls_back(run_dag, orders_data, fresh_day, pg_dsn, kafka_bootstrap):
+def test_a_missing_input_folder_refuses_the_run_at_begin(run_dag, orders_data, fresh_day, pg_dsn):
     run = run_dag({"date": fresh_day.isoformat()})
     assert run.state == "failed"
-    missing = orders_data / "landing" / f"date={fresh_day.isoformat()}"
-    assert f"input folder file://{missing} does not exist" in run.task_log("prepare")
-    [(load_id, state, reason)] = loads_of_day(pg_dsn, fresh_day)
-    assert state == "ABORTED" and reason.startswith("prepare failed: FileNotFoundError: input folder") and str(missing) in reason
-    assert "ROLLED BACK" in run.task_log("rollback")
+    missing = f"files:file://{orders_data}/landing/date={fresh_day.isoformat()}: the folder does not exist"
+    assert "cannot begin load " in run.task_log("begin") and missing in run.task_log("begin")
+    assert "no load was begun: cannot begin load " in run.task_log("finish") and missing in run.task_log("finish")
+    assert loads_of_day(pg_dsn, fresh_day) == [], "nothing was logged for the day"
     assert table_rows(pg_dsn, fresh_day) == {} and lake_rows(fresh_day) == {}
-    assert topic_records(kafka_bootstrap, [load_id]) == []
 
 
 def test_empty_input_is_said_and_gated(run_dag, orders_data, fresh_day, pg_dsn):

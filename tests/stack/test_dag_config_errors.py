@@ -15,7 +15,7 @@ DAG_FILE = textwrap.dedent('''
 
     from twophase.audit import NullShare, RowCount
     from twophase_airflow import IcebergTable, LoadConfig, Table, Topic, load_params, table_asset, topic_asset, two_phase_load
-    from twophase_airflow import KafkaTopicSource, LandingFolder
+    from twophase_airflow import IntervalFolder, KafkaTopicSource, LandingFolder
 
 
     def describe_input(interval, params, load_id):
@@ -100,8 +100,8 @@ def test_a_config_of_two_tables_in_two_databases_two_topics_and_an_iceberg_table
     (GOOD_TARGETS, {"rules": "[NullShare('t', 'c', warn=5)]"}, "thresholds are Bounds(min, max) or a (min, max) "
                                                                "pair, not 5"),
     (GOOD_TARGETS, {"quarantine_cap": "-1"}, "LoadConfig quarantine_cap must be 0 or more rows per rule, got -1"),
-    (GOOD_TARGETS, {"source": "'orders-events'"}, "LoadConfig source must be a KafkaTopicSource(...) or a "
-                                                  "LandingFolder(...), got 'orders-events'"),
+    (GOOD_TARGETS, {"source": "'orders-events'"}, "LoadConfig source must be a KafkaTopicSource(...), a "
+                                                  "LandingFolder(...) or an IntervalFolder(...), got 'orders-events'"),
     (GOOD_TARGETS, {"source": "KafkaTopicSource('orders-events', start='yesterday')"},
      "Kafka source orders-events: start must be 'earliest' or an ISO timestamp with a time zone, got 'yesterday'"),
     (GOOD_TARGETS, {"source": "KafkaTopicSource('orders-events', cap=-5)"},
@@ -109,6 +109,8 @@ def test_a_config_of_two_tables_in_two_databases_two_topics_and_an_iceberg_table
     (GOOD_TARGETS, {"source": "KafkaTopicSource('orders-events', empty='maybe')"},
      "KafkaTopicSource empty must be one of skip, load, got 'maybe'"),
     (GOOD_TARGETS, {"source": "LandingFolder('')"}, "LandingFolder folder must be a storage URI or an absolute path"),
+    (GOOD_TARGETS, {"source": "IntervalFolder('/data/orders')"},
+     "IntervalFolder folder must be a function (interval) -> the interval's folder, got '/data/orders'"),
 ])
 def test_a_wrong_load_config_is_an_import_error_naming_the_problem(tmp_path, targets, fields, message):
     errors = import_errors(tmp_path, config_source=config(targets, **fields))
@@ -119,8 +121,8 @@ def test_a_config_with_a_source_needs_no_describe_input_and_one_without_needs_it
     sourced = f"LoadConfig(targets=[{', '.join(GOOD_TARGETS)}], source=KafkaTopicSource('orders-events'))"
     assert import_errors(tmp_path, config_source=sourced) == ""
     neither = f"LoadConfig(targets=[{', '.join(GOOD_TARGETS)}])"
-    assert "LoadConfig needs a source (KafkaTopicSource, LandingFolder) or describe_input" in import_errors(
-        tmp_path, config_source=neither)
+    needs = "LoadConfig needs a source (KafkaTopicSource, LandingFolder, IntervalFolder) or describe_input"
+    assert needs in import_errors(tmp_path, config_source=neither)
 
 
 def test_a_dag_id_that_cannot_name_the_pipeline_is_an_import_error(tmp_path):

@@ -105,6 +105,20 @@ class Skipping(MemorySource):
         return reader
 
 
+def test_a_replace_load_of_an_interval_and_a_source_logs_what_it_replaces(tmp_path):
+    """A load with a data interval and a source (an IntervalFolder's): its range is fixed
+    on the spec the interval's plan made, so a replace load still replaces the committed
+    load of its interval."""
+    name, day = tmp_path.name, ("2026-11-20T00:00:00+00:00", "2026-11-21T00:00:00+00:00")
+    FEED.append(name, *range(3))
+    log, conns = MemoryLog(), Conns(MemoryStore())
+    first = run(log, conns, replace(make_spec("r1", interval=day), source=MemorySource(name)))
+    assert first.state == State.COMMITTED
+    second = coordinator.begin(log, replace(make_spec("r2", "replace", interval=day), source=MemorySource(name)))
+    assert second.spec().replaces == (first.load_id,) and second.source_range is not None
+    assert second.spec().targets == make_spec("r2", "replace", interval=day).replacing([first.load_id]).targets
+
+
 def test_a_source_whose_range_does_not_continue_the_committed_ones_is_refused(tmp_path):
     name = tmp_path.name
     FEED.append(name, *range(4))

@@ -69,17 +69,18 @@ class TransactionLog(ABC):
 
     @abstractmethod
     def begin(self, spec: LoadSpec, plan: Callable[[list[Load]], LoadSpec] | None = None,
-              fix: Callable[[list[Load]], LoadSpec] | None = None) -> tuple[Load, bool]:
+              fix: Callable[[LoadSpec, list[Load]], LoadSpec] | None = None) -> tuple[Load, bool]:
         """Write the load's row in state PREPARING, before anything is staged.
 
         Idempotent: a retried begin finds the row and returns it with created=False.
         For a new load with a data interval, `plan` is called with the pipeline's other
         loads of the same interval (oldest first), under a lock that serializes begins of
         that interval; it returns the spec to log, or raises to refuse the load (nothing is
-        written). Then, for a new load with a source, `fix` is called with the other loads
-        of the same source (its key; any pipeline; oldest first) under a lock that
-        serializes begins of that source; it returns the spec to log with the range it
-        reads (`source_range`), or raises to refuse the load."""
+        written). Then, for a new load with a source, `fix` is called with the spec so far
+        (as `plan` returned it) and the other loads of the same source (its key; any
+        pipeline; oldest first) under a lock that serializes begins of that source; it
+        returns the spec to log with the range it reads (`source_range`), or raises to
+        refuse the load."""
 
     @abstractmethod
     def skip(self, source: str, decide: Callable[[list[Load], list[Skip]], dict], by: str, why: str) -> Skip:

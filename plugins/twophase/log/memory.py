@@ -100,7 +100,7 @@ class MemoryLog(TransactionLog):
         return len(MIGRATIONS)
 
     def begin(self, spec: LoadSpec, plan: Callable[[list[Load]], LoadSpec] | None = None,
-              fix: Callable[[list[Load]], LoadSpec] | None = None) -> tuple[Load, bool]:
+              fix: Callable[[LoadSpec, list[Load]], LoadSpec] | None = None) -> tuple[Load, bool]:
         interval = spec.data_interval or (None, None)
         with self._lock:
             if spec.load_id in self._loads:
@@ -113,7 +113,7 @@ class MemoryLog(TransactionLog):
                 spec = plan(others)
             key = spec.source.key if spec.source is not None else None
             if fix is not None and key is not None:
-                spec = fix([x for x in self.of_source(key) if x.load_id != spec.load_id])
+                spec = fix(spec, [x for x in self.of_source(key) if x.load_id != spec.load_id])
             now = self._clock()
             self._loads[spec.load_id] = dict(
                 load_id=spec.load_id, pipeline=spec.pipeline, run_id=spec.run_id, state=State.PREPARING.value,

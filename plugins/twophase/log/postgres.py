@@ -136,7 +136,7 @@ class PostgresLog(TransactionLog):
         return cur.fetchone()["v"]
 
     def begin(self, spec: LoadSpec, plan: Callable[[list[Load]], LoadSpec] | None = None,
-              fix: Callable[[list[Load]], LoadSpec] | None = None) -> tuple[Load, bool]:
+              fix: Callable[[LoadSpec, list[Load]], LoadSpec] | None = None) -> tuple[Load, bool]:
         """See TransactionLog.begin. The locks are transaction-scoped advisory locks, the
         interval's first, then the source's."""
         interval = spec.data_interval or (None, None)
@@ -157,7 +157,7 @@ class PostgresLog(TransactionLog):
                 cur.execute("select pg_advisory_xact_lock(hashtext('twophase.source'), hashtext(%s))", (key,))
                 cur.execute("select * from twophase.loads where source = %s and load_id <> %s order by began_at",
                             (key, spec.load_id))
-                spec = fix([Load.from_row(r) for r in cur.fetchall()])
+                spec = fix(spec, [Load.from_row(r) for r in cur.fetchall()])
             cur.execute(
                 """insert into twophase.loads (load_id, pipeline, run_id, data_interval_start,
                        data_interval_end, state, participants, input, source, source_range)

@@ -102,8 +102,8 @@ def begin(log: TransactionLog, spec: LoadSpec, conns: Connections | None = None,
     """
     log.ensure_schema()
     load, _created = log.begin(spec, plan=lambda others: _plan(spec, others),
-                               fix=lambda others: sourcing.fix(spec, others, conns, empty,
-                                                               log.skips(spec.source.key)))
+                               fix=lambda planned, others: sourcing.fix(planned, others, conns, empty,
+                                                                        log.skips(spec.source.key)))
     return load
 
 

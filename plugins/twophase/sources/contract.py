@@ -131,7 +131,8 @@ class Source(ABC):
 
     def frame(self, spark, fixed: Range, conns):
         """The range as a Spark DataFrame: exactly the records or lines it holds (the
-        prepare job reads its input this way). A kind Spark cannot read says so."""
+        prepare job reads its input this way); `conns` the job's servers (None outside a
+        job's run: a kind that needs them says so). A kind Spark cannot read says so."""
         raise SourceError(f"{self.key}: a {self.kind} source cannot be read by Spark")
 
     def describe(self, fixed: Range) -> str:

@@ -29,6 +29,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
+from ..errors import SpecError
 from .contract import Range, Source, SourceError, SourceReader
 
 START_EARLIEST = "earliest"
@@ -97,6 +98,9 @@ class KafkaSource(Source):
         Spark connection carries it in spark.jars): explicit starting and ending offsets
         per partition, read_committed, failOnDataLoss on (offsets deleted meanwhile fail
         the job). Columns: key, value, topic, partition, offset, timestamp, headers..."""
+        if conns is None:
+            raise SpecError(f"{self.key}: reading it needs the job's servers: read_source is for a job's build, "
+                            "inside twophase.spark.job.run")
         spans = fixed.position["partitions"]
         topic = fixed.position["topic"]
         return (spark.read.format("kafka")
