@@ -23,7 +23,7 @@ Every file and every line under the day's folder is accounted for:
   the write; a count that differs from the lines the job rejected fails the load (a file://
   location on a cluster is each worker's own disk: the lines would stay there unseen).
 The rules of a valid order are in order_rules.py (and docs/example.md); order_sql.py finds
-the plainly valid lines in Spark, and check_line judges the rest (classify).
+the plainly valid lines in Spark, and check_line judges the rest (judge).
 
 Output: the main frame, one row per customer of the day (customer_id, day, orders,
 revenue, first_order_at, last_order_at), which the table customer_daily_totals and the
@@ -68,6 +68,7 @@ MAX_LISTED = 100           # skipped files listed by path in the metrics (all ar
 # Spark's error when an executor cannot find a file the driver listed; it names the file's URI.
 _FILE_MISSING = re.compile(r"FILE_NOT_EXIST\] Encountered error while reading file (\S+)\. ")
 
+ORDER = ("order_id", "customer_id", "amount", "ordered_at")  # an order's columns
 CLASSIFIED = ("file string, verdict string, reason string, detail string, line string, line_base64 string, "
               "line_bytes long, order_id string, customer_id string, amount decimal(12,2), ordered_at timestamp")
 _CLASSIFIED_ARROW = pa.schema([
@@ -123,22 +124,64 @@ def classify_partition(day: date):
     return classify
 
 
+def _fast_path(lines: DataFrame, day: date) -> DataFrame:
+    """(raw, file) lines with `o`, the order when order_sql's fast path finds the line
+    plainly valid (in Spark's JVM), else null."""
+    return (order_sql.with_fast_order(lines.withColumn("text", F.col("raw").cast("string")), "text", day, "o")
+            .drop("text"))
+
+
+def _judge(other: DataFrame, day: date) -> DataFrame:
+    """check_line's verdict (Python, mapInArrow) of each (raw, file) line, as CLASSIFIED rows."""
+    return other.select("raw", "file").mapInArrow(classify_partition(day), CLASSIFIED)
+
+
 def classify(lines: DataFrame, day: date) -> DataFrame:
     """Every (raw, file) line as a CLASSIFIED row: a line the fast path finds plainly
-    valid (order_sql, in Spark's JVM) is an order as it read it; every other line gets
-    check_line's verdict (Python, mapInArrow). Both are kept (persisted): each pass over
-    the result reads them, and Python judges each line once."""
-    checked = (order_sql.with_fast_order(lines.withColumn("text", F.col("raw").cast("string")), "text", day, "o")
-               .drop("text").persist(StorageLevel.MEMORY_AND_DISK))
+    valid is an order as it read it; every other line gets check_line's verdict. The
+    verdicts the job counts (Judged) are these; this form keeps every line with it."""
+    checked = _fast_path(lines, day)
     none = F.lit(None).cast("string")
     fast = checked.where("o is not null").select(
         "file", F.lit("valid").alias("verdict"), none.alias("reason"), none.alias("detail"),
         F.col("raw").cast("string").alias("line"), none.alias("line_base64"),
         F.octet_length("raw").cast("long").alias("line_bytes"), "o.order_id", "o.customer_id", "o.amount",
         "o.ordered_at")
-    judged = (checked.where("o is null").select("raw", "file").mapInArrow(classify_partition(day), CLASSIFIED)
-              .persist(StorageLevel.MEMORY_AND_DISK))
-    return fast.unionByName(judged)
+    return fast.unionByName(_judge(checked.where("o is null"), day))
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The input's lines, judged in one pass and kept (persisted) for the job's others:
+    - fast: the orders of the lines the fast path found plainly valid (ORDER columns;
+      their lines are not kept: most days they are 99% of the bytes);
+    - other: every other line as a CLASSIFIED row, check_line's verdict (Python judges
+      each once);
+    - lines: the input (raw, file), read again only for the copies of orders that arrived
+      in different versions (their lines go to the rejects)."""
+
+    fast: DataFrame
+    other: DataFrame
+    lines: DataFrame
+    day: date
+
+    def valid(self) -> DataFrame:
+        """ORDER columns of every valid line."""
+        return self.fast.unionByName(self.other.where("verdict = 'valid'").select(*ORDER))
+
+    def copies_of(self, orders: DataFrame) -> DataFrame:
+        """The CLASSIFIED rows of the valid lines of `orders` (order_id, ...), read again."""
+        return classify(self.lines, self.day).where("verdict = 'valid'").join(orders, "order_id")
+
+
+def judge(lines: DataFrame, day: date) -> Judged:
+    """Judged of the (raw, file) lines: the fast path, then check_line for what it leaves."""
+    fast_line = F.col("o").isNotNull()
+    checked = _fast_path(lines, day).select(
+        F.when(~fast_line, F.col("raw")).alias("raw"), F.when(~fast_line, F.col("file")).alias("file"), "o",
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    return Judged(checked.where(fast_line).select("o.*"),
+                  _judge(checked.where(~fast_line), day).persist(StorageLevel.MEMORY_AND_DISK), lines, day)
 
 
 @contextmanager
@@ -163,14 +206,39 @@ def read_lines(spark: SparkSession, spec) -> DataFrame:
     return read_source(spark, spec).select(F.col("value").cast("binary").alias("raw"), "file")
 
 
-def totals(orders: DataFrame, day: str) -> DataFrame:
-    return orders.groupBy("customer_id").agg(
-        F.count(F.lit(1)).cast("int").alias("orders"),
+def customers_of(per_order: DataFrame, *keys) -> DataFrame:
+    """dedupe's orders per customer and agreement (and per `keys`, columns of per_order):
+    orders, their copies (lines), revenue, first and last order. Kept (persisted, a row or
+    two per customer): the counts and the totals read it, and each frame staged."""
+    return per_order.groupBy("customer_code", "agreed", *keys).agg(
+        F.count(F.lit(1)).alias("orders"), F.sum("copies").alias("copies"),
         F.sum("amount").alias("revenue"),  # decimal(22,2): checked against the column before the cast
-        F.min("ordered_at").alias("first_order_at"),
-        F.max("ordered_at").alias("last_order_at"),
-    ).select("customer_id", F.lit(day).cast("date").alias("day"), "orders", "revenue",
-             "first_order_at", "last_order_at")
+        F.min("ordered_at").alias("first_order_at"), F.max("ordered_at").alias("last_order_at"),
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+
+
+def totals(customers: DataFrame, day: str) -> DataFrame:
+    """The day's row per customer (customers_of) of its agreed orders."""
+    return customers.where("agreed").select(
+        customer_of("customer_code").alias("customer_id"), F.lit(day).cast("date").alias("day"),
+        F.col("orders").cast("int").alias("orders"), "revenue", "first_order_at", "last_order_at")
+
+
+# A valid customer id is a 'c' and 1 to 12 digits (order_rules): as a number, its digit count
+# times 10^12 plus its digits, it is the same id (leading zeros kept), and Spark aggregates
+# it in a hash table (a string would make its aggregates sort).
+_DIGITS = 10 ** 12
+
+
+def customer_code(customer_id):
+    """The number of a valid customer id (a column name or Column)."""
+    return (F.length(customer_id) - 1).cast("long") * F.lit(_DIGITS) + F.substring(customer_id, 2, 12).cast("long")
+
+
+def customer_of(code: str):
+    """The customer id of the number in column `code`."""
+    return F.concat(F.lit("c"), F.lpad((F.col(code) % _DIGITS).cast("string"),
+                                       (F.col(code) / _DIGITS).cast("int"), "0"))
 
 
 def check_revenue_fits(result: DataFrame, day: str) -> None:
@@ -184,30 +252,30 @@ def check_revenue_fits(result: DataFrame, day: str) -> None:
                          "so nothing is loaded for the day")
 
 
-def dedupe(valid: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """Order events may be delivered more than once. (orders, per_order): per order id its
-    copies and whether they all agree (same customer, amount in cents and instant; the
-    smallest equals the largest of each); orders, one row per order id whose copies agree.
-    Orders whose copies disagree are left out (which copy is right is unknown) and
-    rejected. per_order is kept (persisted): the counts, the totals and each frame staged
-    read it, so the order ids are shuffled once."""
-    same = [F.min(c) == F.max(c) for c in ("customer_id", "amount", "ordered_at")]
-    per_order = valid.groupBy("order_id").agg(
+def dedupe(valid: DataFrame) -> DataFrame:
+    """Order events may be delivered more than once: per order id of the `valid` lines
+    (ORDER columns), its copies and whether they all agree (same customer, amount in cents
+    and instant; the smallest equals the largest of each), with that order (order_id,
+    copies, agreed, customer_code, amount, ordered_at). An order whose copies disagree is
+    not loaded (which copy is right is unknown) and its copies are rejected. Aggregated in
+    a hash table (no string in its state) and not kept: customers_of reads it once."""
+    coded = valid.select("order_id", customer_code("customer_id").alias("customer_code"), "amount", "ordered_at")
+    same = [F.min(c) == F.max(c) for c in ("customer_code", "amount", "ordered_at")]
+    return coded.groupBy("order_id").agg(
         F.count(F.lit(1)).alias("copies"), (same[0] & same[1] & same[2]).alias("agreed"),
-        F.min("customer_id").alias("customer_id"), F.min("amount").alias("amount"),
-        F.min("ordered_at").alias("ordered_at")).persist(StorageLevel.MEMORY_AND_DISK)
-    return per_order.where("agreed").drop("copies", "agreed"), per_order
+        F.min("customer_code").alias("customer_code"), F.min("amount").alias("amount"),
+        F.min("ordered_at").alias("ordered_at"))
 
 
-def rejects_of(classified: DataFrame, per_order: DataFrame, conflicts: bool) -> DataFrame:
+def rejects_of(judged: Judged, per_order: DataFrame, conflicts: bool) -> DataFrame:
     """Rejected lines with the reason text and this line's detail, plus (when `conflicts`:
-    the counts found orders whose copies disagree) every copy of such an order."""
+    the counts found orders whose copies disagree) every copy of such an order (per_order is
+    then computed again, and their lines read again)."""
     reason_text = F.create_map(*[F.lit(x) for kv in REASONS.items() for x in kv])
     columns = ["file", "line", "line_base64", "line_bytes", "reason", "detail"]
-    lines = classified.where("verdict = 'rejected'").select(*columns)
+    lines = judged.other.where("verdict = 'rejected'").select(*columns)
     if conflicts:
-        copies = (classified.where("verdict = 'valid'")
-                  .join(per_order.where("not agreed").select("order_id", "copies"), "order_id"))
+        copies = judged.copies_of(per_order.where("not agreed").select("order_id", "copies"))
         versions = copies.groupBy("order_id").agg(
             F.count_distinct("customer_id", "amount", "ordered_at").alias("versions"))
         lines = lines.unionByName(copies.join(versions, "order_id").select(
@@ -216,6 +284,15 @@ def rejects_of(classified: DataFrame, per_order: DataFrame, conflicts: bool) -> 
                             "none of them is loaded", "order_id", "copies", "versions").alias("detail")))
     return lines.select("file", "line", "line_base64", "line_bytes", reason_text[F.col("reason")].alias("reason"),
                         "detail", F.col("reason").alias("reason_key"))
+
+
+def line_counts(judged: Judged, valid_lines: int) -> dict:
+    """{(verdict, reason): (lines, an example detail)} of every line: the valid ones
+    (`valid_lines`, dedupe's count of copies) and each verdict of the other lines."""
+    counts = {(r["verdict"], r["reason"]): (r["count"], r["example"]) for r in
+              judged.other.where("verdict <> 'valid'").groupBy("verdict", "reason").agg(
+                  F.count(F.lit(1)).alias("count"), F.min("detail").alias("example")).collect()}
+    return {**counts, ("valid", None): (valid_lines, None)}
 
 
 def locations(spec) -> tuple[str, str]:
@@ -260,20 +337,20 @@ def build(spark: SparkSession, spec) -> Output:
         log.warning("not read: %s/%s (%s bytes): %s", path, relative, f"{size:,}", why)
     skipped = [s for s in listing.skipped if s[1] > 0]  # an empty file holds no line to account for
 
-    classified = classify(read_lines(spark, spec), date.fromisoformat(day))
-    with reading_input():
-        counts = {(r["verdict"], r["reason"]): (r["count"], r["example"]) for r in
-                  classified.groupBy("verdict", "reason").agg(F.count(F.lit(1)).alias("count"),
-                                                               F.min("detail").alias("example")).collect()}
-    orders, per_order = dedupe(classified.where("verdict = 'valid'").select(
-        "order_id", "customer_id", "amount", "ordered_at"))
+    judged = judge(read_lines(spark, spec), date.fromisoformat(day))
+    per_order = dedupe(judged.valid())
+    customers = customers_of(per_order)
     agreed = F.col("agreed")
-    dup = per_order.agg(
-        F.sum(F.when(agreed, F.col("copies") - 1)).alias("duplicates"),
-        F.sum(F.when(~agreed, F.col("copies"))).alias("conflicting_lines"),
-        F.count(F.when(~agreed, 1)).alias("conflicting_orders"),
-        F.count(F.when(agreed, 1)).alias("orders")).first()
+    with reading_input():  # the first pass over the input's lines
+        dup = customers.agg(
+            F.sum("copies").alias("valid_lines"),
+            F.sum(F.when(agreed, F.col("copies") - F.col("orders"))).alias("duplicates"),
+            F.sum(F.when(~agreed, F.col("copies"))).alias("conflicting_lines"),
+            F.sum(F.when(~agreed, F.col("orders"))).alias("conflicting_orders"),
+            F.sum(F.when(agreed, F.col("orders"))).alias("orders")).first()
     duplicates, conflicting = dup["duplicates"] or 0, dup["conflicting_lines"] or 0
+    orders = dup["orders"] or 0
+    counts = line_counts(judged, dup["valid_lines"] or 0)
 
     by_reason = {REASONS[reason]: n for (verdict, reason), (n, _) in counts.items() if verdict == "rejected"}
     if conflicting:
@@ -285,7 +362,7 @@ def build(spark: SparkSession, spec) -> Output:
         log.warning("input folder %s holds no order lines: the load has 0 rows (the min_rows gate decides "
                     "whether an empty day commits)", path)
     log.info("read %d lines in %d files from %s: %d orders loaded, %d rejected, %d duplicate deliveries skipped, "
-             "%d blank lines skipped", input_lines, len(listing.read), path, dup["orders"], rejected,
+             "%d blank lines skipped", input_lines, len(listing.read), path, orders, rejected,
              duplicates, blank)
     for (verdict, reason), (n, example) in sorted(counts.items(), key=lambda kv: -kv[1][0]):
         if verdict == "rejected":
@@ -293,14 +370,16 @@ def build(spark: SparkSession, spec) -> Output:
     if conflicting:
         log.info("  rejected %d: %s (%d order ids)", conflicting, REASONS["conflicting_order"],
                  dup["conflicting_orders"])
-    rejected_lines = rejects_of(classified, per_order, conflicting > 0)
+    # Kept: written to the rejects folder, then staged to the quarantine (conflicting orders'
+    # copies are read again from the input).
+    rejected_lines = rejects_of(judged, per_order, conflicting > 0).persist(StorageLevel.MEMORY_AND_DISK)
     if rejected:
         keep_rejects(spark, rejected_lines, rejects, rejected)
 
-    result = totals(orders, day)
+    result = totals(customers, day)
     check_revenue_fits(result, day)
     metrics = {
-        "input_files": len(listing.read), "input_lines": input_lines, "orders": dup["orders"],
+        "input_files": len(listing.read), "input_lines": input_lines, "orders": orders,
         "rejected_lines": rejected, "rejected_by_reason": by_reason, "duplicate_lines": duplicates,
         "blank_lines": blank, "skipped_files": len(skipped), "skipped_bytes": sum(s[1] for s in skipped),
         "skipped_paths": [{"path": p, "bytes": n, "why": why} for p, n, why in skipped[:MAX_LISTED]],

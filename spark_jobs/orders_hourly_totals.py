@@ -50,25 +50,25 @@ def build(spark, spec) -> Output:
         log.warning("not read: %s/%s (%s bytes): %s", path, relative, f"{size:,}", why)
     skipped = [s for s in listing.skipped if s[1] > 0]
 
-    classified = daily.classify(daily.read_lines(spark, spec), start.date())
-    with daily.reading_input():
-        counts = {(r["verdict"], r["reason"]): r["count"]
-                  for r in classified.groupBy("verdict", "reason").count().collect()}
-    orders, per_order = daily.dedupe(classified.where("verdict = 'valid'").select(
-        "order_id", "customer_id", "amount", "ordered_at"))
+    judged = daily.judge(daily.read_lines(spark, spec), start.date())
+    per_order = daily.dedupe(judged.valid())
     in_hour = (F.col("ordered_at") >= F.lit(start)) & (F.col("ordered_at") < F.lit(end))
-    agreed = F.col("agreed")
-    n = per_order.agg(F.count(F.when(agreed & in_hour, 1)).alias("orders"),
-                      F.sum(F.when(agreed & in_hour, F.col("copies") - 1)).alias("duplicates"),
-                      F.sum(F.when(agreed & ~in_hour, F.col("copies"))).alias("other_hours"),
-                      F.sum(F.when(~agreed, F.col("copies"))).alias("conflicting")).first()
+    customers = daily.customers_of(per_order.withColumn("in_hour", in_hour), "in_hour")
+    agreed, hour = F.col("agreed"), F.col("in_hour")
+    with daily.reading_input():  # the first pass over the input's lines
+        n = customers.agg(F.sum("copies").alias("valid_lines"),
+                          F.sum(F.when(agreed & hour, F.col("orders"))).alias("orders"),
+                          F.sum(F.when(agreed & hour, F.col("copies") - F.col("orders"))).alias("duplicates"),
+                          F.sum(F.when(agreed & ~hour, F.col("copies"))).alias("other_hours"),
+                          F.sum(F.when(~agreed, F.col("copies"))).alias("conflicting")).first()
+    counts = {key: c for key, (c, _) in daily.line_counts(judged, n["valid_lines"] or 0).items()}
 
     by_reason = {REASONS[reason]: c for (verdict, reason), c in counts.items() if verdict == "rejected"}
     if n["conflicting"]:
         by_reason[REASONS["conflicting_order"]] = n["conflicting"]
     rejected, blank = sum(by_reason.values()), counts.get(("blank", None), 0)
     metrics = {
-        "input_files": len(listing.read), "input_lines": sum(counts.values()), "orders": n["orders"],
+        "input_files": len(listing.read), "input_lines": sum(counts.values()), "orders": n["orders"] or 0,
         "duplicate_lines": n["duplicates"] or 0, "other_hours_lines": n["other_hours"] or 0,
         "rejected_lines": rejected, "rejected_by_reason": by_reason, "blank_lines": blank,
         "skipped_files": len(skipped), "skipped_bytes": sum(s[1] for s in skipped),
@@ -76,13 +76,13 @@ def build(spark, spec) -> Output:
     }
     log.info("read %d lines in %d files from %s: %d orders of %s .. %s loaded, %d lines of other hours, %d rejected, "
              "%d duplicate deliveries skipped, %d blank lines skipped", metrics["input_lines"], len(listing.read),
-             path, n["orders"], start.isoformat(), end.isoformat(), metrics["other_hours_lines"], rejected,
+             path, metrics["orders"], start.isoformat(), end.isoformat(), metrics["other_hours_lines"], rejected,
              metrics["duplicate_lines"], blank)
     if rejected:
-        daily.keep_rejects(spark, daily.rejects_of(classified, per_order, bool(n["conflicting"])), rejects, rejected)
+        daily.keep_rejects(spark, daily.rejects_of(judged, per_order, bool(n["conflicting"])), rejects, rejected)
 
     # revenue: Spark's sum of decimal(12,2), decimal(22,2), as the table's column holds it.
-    per_customer = daily.totals(orders.where(in_hour), start.date().isoformat()).select(
+    per_customer = daily.totals(customers.where("in_hour"), start.date().isoformat()).select(
         "customer_id", F.lit(start).alias("hour"), "orders", "revenue")
     return Output(per_customer, metrics)
 

@@ -116,3 +116,16 @@ def test_the_fast_path_judges_a_sample_days_valid_lines(spark, tmp_path):
     valid = sum(1 for raw in lines if check_line(raw, DAY).order is not None)
     assert fast == valid == len(lines) - made.bad_lines, (fast, valid, len(lines), made.bad_lines)
     assert json.loads(lines[0])["currency"] == "EUR"  # the sample's extra field takes the fast path too
+
+
+def test_customer_ids_keep_their_leading_zeros_through_their_code(spark):
+    """dedupe and totals aggregate a customer id as a number (customer_code): every form
+    order_rules allows comes back the same."""
+    from orders_daily_totals import customer_code, customer_of
+
+    ids = ["c0", "c1", "c00", "c0001234", "c1234", "c000000000000", "c999999999999", "c100000000000"]
+    frame = spark.createDataFrame([(i,) for i in ids], "customer_id string")
+    rows = frame.select("customer_id", customer_code("customer_id").alias("code")).select(
+        "customer_id", "code", customer_of("code").alias("back")).collect()
+    assert [r["back"] for r in rows] == ids
+    assert len({r["code"] for r in rows}) == len(ids), "each id its own code"
