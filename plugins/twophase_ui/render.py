@@ -203,6 +203,19 @@ def _source(load) -> str:
         return e(load.source)
 
 
+_UNITS = {"kafka": "offset(s)", "files": "file(s)"}
+
+
+def _lag_at_begin(load) -> str:
+    """How far the source was ahead of the load's range when begin fixed it, or '-'."""
+    behind = (load.source_range or {}).get("behind")
+    if behind is None:
+        return "-"
+    unit = _UNITS.get(load.source_range.get("kind"), "record(s)")
+    return (f"{behind:,} {unit} after its range when begin fixed it ({e(when(load.began_at))}); "
+            "<code>python -m twophase status</code> asks the source for the lag now")
+
+
 def detail_page(detail: LoadDetail, *, list_url: str) -> str:
     load, votes, history = detail.load, detail.votes, detail.history
     staged = summarize(load.__dict__, votes.values()).counts
@@ -218,6 +231,7 @@ def detail_page(detail: LoadDetail, *, list_url: str) -> str:
         ("Data interval", f"{e(when(load.data_interval_start))} – {e(when(load.data_interval_end))}"
          if load.data_interval_start else "-"),
         ("Source", _source(load)),
+        ("Source lag at begin", _lag_at_begin(load)),
         ("Spark rows", counts_cell(expected)),
         ("Staged (votes)", counts_cell(staged)),
         ("Began", e(when(load.began_at))),

@@ -2,7 +2,8 @@
 (source_feeds.FEEDS): ranges fixed load after load continue each other exactly (each record
 read once, none skipped, an aborted load's range read again), a cap leaves the rest for
 the next load, a range that no longer reads as fixed is named, `follows` rejects an
-overlap, and `lag` counts what no committed load read yet."""
+overlap, and `lag` counts what no committed load read yet, as a range's `behind` did when
+it was fixed."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ def test_committed_ranges_read_every_record_once_while_the_source_grows(feed_of)
         assert fixed.source == feed.source.key and fixed.kind == feed.source.kind
         assert feed.reader.follows(committed, fixed) == []
         assert fixed.empty == (grown == 0) and (fixed.records is None or fixed.records >= grown)
+        assert fixed.behind in (0, None), "an uncapped range reaches the source's end"
         assert feed.reader.changed(fixed) == []
         got = feed.read(fixed)
         assert len(got) == grown, (grown, got, fixed)
@@ -69,6 +71,7 @@ def test_a_cap_leaves_the_rest_for_the_next_loads(feed_of):
     while not (fixed := feed.reader.fix(committed)).empty:
         got = feed.read(fixed)
         assert len(got) <= 3 and (fixed.records is None or fixed.records <= 3), fixed
+        assert fixed.behind is None or fixed.behind == feed.reader.lag(committed + [fixed]), fixed
         read += got
         capped.append(bool(fixed.note))
         committed.append(fixed)

@@ -237,12 +237,14 @@ def test_airflow_loads_the_plugin_and_mounts_the_page(monkeypatch, tmp_path, tok
 
 def test_detail_page_shows_what_a_load_reads_of_its_source(client, token, pg_dsn, kafka_bootstrap, pipeline,
                                                            tmp_path):
-    """A load of a landing folder: the page names the source and the range begin fixed (the
-    files it reads, and the hidden one it does not), as `show` does."""
+    """A load of a landing folder, capped at one file: the page names the source and the
+    range begin fixed (the file it reads, and the hidden one it does not), as `show` does,
+    and the file the cap left for the next load (the lag at begin)."""
     (tmp_path / "orders-1.jsonl").write_text('{"order_id": "o1"}\n')
-    (tmp_path / "_orders-2.jsonl.tmp").write_text("still being written")
+    (tmp_path / "orders-2.jsonl").write_text('{"order_id": "o2"}\n')
+    (tmp_path / "_orders-3.jsonl.tmp").write_text("still being written")
     log, conns = PostgresLog(pg_dsn), Connections(pg_dsn, kafka_bootstrap)
-    source = FilesSource(str(tmp_path))
+    source = FilesSource(str(tmp_path), cap=1)
     sourced = f"{pipeline}_sourced"  # not the other tests' pipeline, whose list they count
     spec = replace(make_spec({"table": f"ui_tests.{sourced}", "topic": sourced.replace("_", "-")},
                              run_id=OPEN_RUN, pipeline=sourced), source=source)
@@ -250,7 +252,8 @@ def test_detail_page_shows_what_a_load_reads_of_its_source(client, token, pg_dsn
     try:
         page = client.get(f"/loads/{spec.load_id}", headers=_bearer(token)).text
         assert f"<dt>Source</dt><dd>files:{tmp_path}: 1 file(s), 19 bytes; 1 not read" in page
-        assert "Source range" in page and "orders-1.jsonl" in page and "_orders-2.jsonl.tmp" in page
+        assert "Source range" in page and "orders-1.jsonl" in page and "_orders-3.jsonl.tmp" in page
+        assert "<dt>Source lag at begin</dt><dd>1 file(s) after its range when begin fixed it (" in page
         detail = client.get(f"/api/loads/{spec.load_id}", headers=_bearer(token)).json()
         assert detail["source"] == source.key and detail["source_range"]["records"] == 1
     finally:

@@ -54,7 +54,7 @@ def test_begin_fixes_the_range_and_logs_it_with_the_source(tmp_path):
     log = MemoryLog()
     load = coordinator.begin(log, sourced(name, "r1"))
     assert load.source == f"memory:{name}"
-    assert Range.from_json(load.source_range) == Range(f"memory:{name}", "memory", {"start": 0, "end": 5}, 5)
+    assert Range.from_json(load.source_range) == Range(f"memory:{name}", "memory", {"start": 0, "end": 5}, 5, behind=0)
     assert load.spec().source == MemorySource(name)
 
 

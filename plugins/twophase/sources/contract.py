@@ -49,7 +49,11 @@ class Range:
     - position: the kind's own description of what is read (offsets per partition, a
       listing of files): compared by `follows` and read by the job;
     - records: how many records or files it holds, when the source can tell at begin;
-    - note: what a person should know about it (a cap reached, partitions added).
+    - note: what a person should know about it (a cap reached, partitions added);
+    - behind: how many records or files the source held after the range when it was
+      fixed (the pipeline's lag then, what a cap left for the next loads; 0 when the
+      range reaches the source's end), None when the source cannot tell. The log keeps
+      it, so the lag at each load's begin is known without asking the source's servers.
     """
 
     source: str
@@ -57,6 +61,7 @@ class Range:
     position: dict[str, Any] = field(default_factory=dict)
     records: int | None = None
     note: str = ""
+    behind: int | None = None
 
     @property
     def empty(self) -> bool:
@@ -64,12 +69,12 @@ class Range:
 
     def to_json(self) -> dict:
         return {"source": self.source, "kind": self.kind, "position": self.position, "records": self.records,
-                "note": self.note}
+                "note": self.note, "behind": self.behind}
 
     @classmethod
     def from_json(cls, data: dict) -> "Range":
         return cls(data["source"], data["kind"], dict(data.get("position") or {}), data.get("records"),
-                   data.get("note", ""))
+                   data.get("note", ""), data.get("behind"))
 
 
 class SourceReader(ABC):
@@ -78,8 +83,9 @@ class SourceReader(ABC):
     @abstractmethod
     def fix(self, committed: list[Range]) -> Range:
         """The next load's range: what follows the committed loads' ranges (oldest first;
-        none yet: the source's configured start). SourceError when that cannot be read
-        exactly once (the next records were deleted, the source was re-created)."""
+        none yet: the source's configured start), with what the source holds after it
+        (`behind`). SourceError when that cannot be read exactly once (the next records
+        were deleted, the source was re-created)."""
 
     @abstractmethod
     def follows(self, committed: list[Range], fixed: Range) -> list[str]:

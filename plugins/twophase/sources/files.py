@@ -109,14 +109,15 @@ class FilesReader(SourceReader):
 
     def fix(self, committed: list[Range]) -> Range:
         read, skipped = self.listing()
-        note = ""
+        note, behind = "", 0
         if self.source.mode == "new":
             done = _uris(committed)
             new = [f for f in read if f[0] not in done]
             read = new[:self.source.cap] if self.source.cap else new
-            if len(read) < len(new):
-                note = f"capped at {self.source.cap} file(s): {len(new) - len(read)} left for the next load"
-        return Range(self.source.key, self.source.kind, {"files": read, "skipped": skipped}, len(read), note)
+            behind = len(new) - len(read)
+            if behind:
+                note = f"capped at {self.source.cap} file(s): {behind} left for the next load"
+        return Range(self.source.key, self.source.kind, {"files": read, "skipped": skipped}, len(read), note, behind)
 
     def follows(self, committed: list[Range], fixed: Range) -> list[str]:
         if self.source.mode != "new":

@@ -207,9 +207,10 @@ class KafkaReader(SourceReader):
             ends = _capped(starts, todo, self.source.cap)
             notes.append(f"capped at {self.source.cap} offsets: {total - self.source.cap} left for the next load")
         partitions = {str(p): [starts[p], max(starts[p], ends[p])] for p in sorted(ends)}
+        records = sum(end - start for start, end in partitions.values())
         return Range(self.source.key, self.source.kind,
                      {"topic": self.source.topic, "topic_id": now.topic_id, "partitions": partitions},
-                     sum(end - start for start, end in partitions.values()), "; ".join(notes))
+                     records, "; ".join(notes), behind=total - records)
 
     def deleted(self, committed: list[Range]) -> Range | None:
         now = self.topic()

@@ -64,8 +64,8 @@ class MemoryReader(SourceReader):
     def __init__(self, source: MemorySource, feed: MemoryFeed):
         self.source, self.feed = source, feed
 
-    def _range(self, start: int, end: int, note: str = "") -> Range:
-        return Range(self.source.key, self.source.kind, {"start": start, "end": end}, end - start, note)
+    def _range(self, start: int, end: int, note: str = "", behind: int | None = None) -> Range:
+        return Range(self.source.key, self.source.kind, {"start": start, "end": end}, end - start, note, behind)
 
     def fix(self, committed: list[Range]) -> Range:
         first, last = self.feed.bounds(self.source.name)
@@ -74,7 +74,7 @@ class MemoryReader(SourceReader):
             raise SourceError(f"{self.source.key}: records {start}..{first - 1} were deleted before any load read "
                               f"them (to go on without them: python -m twophase skip-deleted '{self.source.key}')")
         end = min(last, start + self.source.cap) if self.source.cap else last
-        return self._range(start, end, "capped: more to read" if end < last else "")
+        return self._range(start, end, "capped: more to read" if end < last else "", last - end)
 
     def follows(self, committed: list[Range], fixed: Range) -> list[str]:
         expected = committed[-1].position["end"] if committed else 0
