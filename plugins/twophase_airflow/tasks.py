@@ -19,7 +19,7 @@ from twophase.audit.report import audit_summary
 from twophase.connections import Connections
 from twophase.errors import ServerUnreachable, Terminal, one_line
 from twophase.gates import approval
-from twophase.gates import audit_step
+from twophase.gates import audit_step, quarantine
 from twophase.gates.approval import ApprovalGate
 from twophase.gates.audit_step import AuditGate
 from twophase.log import PostgresLog, TransactionLog, UnknownLoad
@@ -254,27 +254,20 @@ def rollback(cfg: LoadConfig, pipeline: str, context) -> None:
     targets = ", ".join(p.targets[0] if len(p.targets) == 1 else ", ".join(p.targets)
                         for p in conns.participants(before.spec()))
     log.warning("ROLLED BACK load %s: discarded what was staged (%s); nothing reached %s", lid, staged, targets)
-    if before.metrics.get("rejected_lines"):
-        log.warning("rejected input lines: %s (by reason: %s); kept in %s", before.metrics["rejected_lines"],
-                    before.metrics.get("rejected_by_reason"), before.input.get("rejects", "the job's rejects folder"))
-    _log_quarantine(txlog, lid)
+    _log_rejected(txlog, before)
     log.info("the input is untouched: %s; fix the cause and run the load again", before.source or before.input)
     _log_exposure(txlog.get(lid))
 
 
-def _log_quarantine(txlog: TransactionLog, lid: str, shown: int = 20) -> None:
-    """The first `shown` rejected lines the quarantine kept, and where to see them all."""
+def _log_rejected(txlog: TransactionLog, load, shown: int = 20) -> None:
+    """What the load rejected, and where it is kept (quarantine.rejected_report)."""
     try:
-        lines = txlog.quarantined(lid, limit=shown + 1)
+        kept = txlog.quarantined(load.load_id, limit=shown + 1)
     except Exception as exc:  # noqa: BLE001 - the rollback is done; this is only its report
         log.warning("could not read the quarantine: %s", one_line(str(exc)))
-        return
-    if not lines:
-        return
-    log.warning("the first %d rejected lines (all of them: `python -m twophase show %s --rejected`):",
-                min(shown, len(lines)), lid)
-    for line in lines[:shown]:
-        log.warning("  %s", line.describe())
+        kept = []
+    for line in quarantine.rejected_report(load.load_id, load.metrics, load.input, kept, shown):
+        log.warning("%s", line)
 
 
 def _log_exposure(load) -> None:

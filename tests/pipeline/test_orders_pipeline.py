@@ -146,6 +146,11 @@ def test_quality_gate_rolls_back_and_fails_the_run(run_dag, orders_data, fresh_d
     rollback = run.task_log("rollback")
     assert f"ROLLED BACK load {load_id}" in rollback and "input lines rejected" in rollback
     assert "rollback postgres: done" in rollback and "rollback kafka: done" in rollback
+    # What was rejected, and where it really is: the job's rejects folder and the quarantine.
+    assert f"rejected input lines: {made.bad_lines} (by reason: {{" in rollback
+    assert f"the job wrote them to file://{orders_data}/rejects/date={fresh_day.isoformat()}/load={load_id}" in rollback
+    assert f"the first 20 lines the quarantine kept (all of them: `python -m twophase show {load_id} --rejected`)" \
+        in rollback
     assert f"load {load_id} ended ABORTED" in run.task_log("finish")
     assert_verified(pg_dsn, kafka_bootstrap, fresh_day)
 

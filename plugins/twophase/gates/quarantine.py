@@ -14,7 +14,8 @@ The log keeps them (twophase/log: the same database, the same contract for its m
 
     log.quarantine(load_id, lines)              the prepare job, before it stages (replaces the load's)
     log.quarantine(load_id, rows, reasons)      the audit: rows failing its rules (reason: the rule)
-    log.quarantined(load_id, limit)             what `python -m twophase show LOAD --rejected` prints
+    log.quarantined(load_id, limit)             what `python -m twophase show LOAD --rejected` prints,
+                                                and a rollback's log (rejected_report)
     log.sweep_quarantine(older_than, pipeline)  recovery's retention sweep
 """
 
@@ -43,6 +44,28 @@ class Kept:
         content = self.content if self.content is None or len(self.content) <= 200 else self.content[:200] + "..."
         return (f"{self.source or '?'}: {self.reason}" + (f" ({self.detail})" if self.detail else "")
                 + (f": {content!r}" if content is not None else ""))
+
+
+def rejected_report(load_id: str, metrics: dict, input: dict, kept: list[Kept], shown: int = 20) -> list[str]:
+    """What a rollback says of what the load rejected, a line each: how many input lines
+    (by reason when the job counted them so) and where they are (the job's own rejects
+    location when its input names one, or that nothing keeps them); then the first `shown`
+    lines the quarantine kept (`kept` holds up to one more: rejected input lines, staged
+    rows failing an audit rule)."""
+    said = []
+    rejected, by_reason = metrics.get("rejected_lines"), metrics.get("rejected_by_reason")
+    if rejected:
+        said.append(f"rejected input lines: {rejected}" + (f" (by reason: {by_reason})" if by_reason else ""))
+        if input.get("rejects"):
+            said.append(f"the job wrote them to {input['rejects']}")
+        elif not kept:
+            said.append("neither the quarantine nor a rejects location of the job keeps them (the job's Output "
+                        "returned no rejects)")
+    if kept:
+        said.append(f"the first {min(shown, len(kept))} lines the quarantine kept (all of them: "
+                    f"`python -m twophase show {load_id} --rejected`):")
+        said += [f"  {k.describe()}" for k in kept[:shown]]
+    return said
 
 
 def capped(rejects, cap: int = DEFAULT_CAP) -> list[Kept]:
