@@ -335,7 +335,10 @@ class IcebergParticipant(Participant):
                 states = state_of(set(loads))
                 for lid, attempts in loads.items():
                     state = states.get(lid)
-                    snapshots = committed_by(table, lid)
+                    try:
+                        snapshots = committed_by(table, lid)
+                    except NoSuchTableError:  # dropped while it was swept: nothing more of it to sweep
+                        break
                     if snapshots:
                         stray = [a for a in attempts if a != committed_attempt(snapshots)]
                     else:
