@@ -22,6 +22,11 @@ tests/core/test_order_sql.py checks line by line on the hostile catalog and on n
 misses of every condition. Anything else (a different spelling of a valid order, and
 every faulty line) is judged by check_line, so verdicts, reasons and details are the
 Python rules' own.
+
+The job carries an order as ORDER: its id, and three numbers that Spark aggregates in
+hash tables and sums without decimals (a string or a wide decimal in an aggregate's state
+makes it sort or box every value): the customer's code (customer_code), the amount in
+cents, and the instant.
 """
 
 from __future__ import annotations
@@ -33,33 +38,63 @@ from pyspark.sql import functions as F
 
 MAX_FAST_CHARS = 4096
 FIELDS = ("order_id", "customer_id", "amount", "ordered_at")
+ORDER = ("order_id", "customer_code", "cents", "ordered_at")  # an order as the job carries it
+ORDER_DDL = "order_id string, customer_code long, cents long, ordered_at timestamp"
 _STRING = r'"[\x20\x21\x23-\x5b\x5d-\x7e]*+"'  # printable ASCII but " and \
 _NUMBER = r"-?+(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?+"
 _OTHER = rf'"(?!(?:{"|".join(FIELDS)})")[a-z_]{{1,32}}+": ?+(?:{_STRING}|{_NUMBER})'  # a member of another key
 _MORE = rf"(?:{_OTHER}, ?+)*+"  # other members before the next field
 
+# A valid customer id is a 'c' and 1 to 12 digits (order_rules): its digit count times
+# 10^12 plus its digits is a number that is the same id, leading zeros kept.
+_DIGITS = 10 ** 12
+
+
+def customer_code(customer_id: str) -> int:
+    """The code of a valid customer id."""
+    return (len(customer_id) - 1) * _DIGITS + int(customer_id[1:])
+
+
+def customer_of(code: str):
+    """The customer id of the code in column `code` (a Column)."""
+    return F.concat(F.lit("c"), F.lpad((F.col(code) % _DIGITS).cast("string"),
+                                       (F.col(code) / _DIGITS).cast("int"), "0"))
+
+
+def coded(order) -> tuple:
+    """An order_rules.Order as ORDER values."""
+    return order.order_id, customer_code(order.customer_id), int(order.amount * 100), order.ordered_at
+
 
 def line_pattern(day: date) -> str:
     """The fast path's whole line: the four fields in this order, each once, other flat
-    members anywhere around them; groups 1-4 the four values."""
+    members anywhere around them. Groups: 1 the order id, 2 the customer id's digits, 3
+    and 4 the amount's whole part and its fraction (none, or 1 or 2 digits), 5 the time."""
     return (rf'^\{{{_MORE}"order_id": ?+"([\x21\x23-\x5b\x5d-\x7e]{{1,200}}+)", ?+{_MORE}'
-            rf'"customer_id": ?+"(c[0-9]{{1,12}}+)", ?+{_MORE}'
-            rf'"amount": ?+((?:0|[1-9][0-9]{{0,9}}+)(?:\.[0-9]{{1,2}}+)?+), ?+{_MORE}'
+            rf'"customer_id": ?+"c([0-9]{{1,12}}+)", ?+{_MORE}'
+            rf'"amount": ?+(0|[1-9][0-9]{{0,9}}+)(?:\.([0-9]{{1,2}}+))?+, ?+{_MORE}'
             rf'"ordered_at": ?+"({day.isoformat()}T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{{1,6}}+)?+Z)"'
             rf"(?:, ?+{_OTHER})*+\}}\z")  # \z, not $: $ also matches before a final line terminator
 
 
-def with_fast_order(lines: DataFrame, text: str, day: date, name: str = "order") -> DataFrame:
-    """`lines` with a column `name`: the order (struct order_id, customer_id, amount
-    decimal(12,2), ordered_at timestamp) when the line in column `text` takes the fast
-    path, else null."""
-    # A line of the pattern, replaced, is its four values between tabs; any other line stays
-    # as it was (the pattern spans whole lines), so without a tab it is one value. Two
-    # selects, so that the replace runs once per line (in one expression, Spark evaluates
-    # it again for each value it takes).
-    values = F.split(F.regexp_replace(text, line_pattern(day), "$1\t$2\t$3\t$4"), "\t")
-    v = F.col(f"{name}_values")
-    plain = (F.size(v) == 4) & (F.instr(text, "\t") == 0) & (F.length(text) <= MAX_FAST_CHARS)
-    order = F.when(plain, F.struct(v[0].alias("order_id"), v[1].alias("customer_id"),
-                                   v[2].cast("decimal(12,2)").alias("amount"), v[3].cast("timestamp").alias("ordered_at")))
-    return lines.withColumn(f"{name}_values", values).withColumn(name, order).drop(f"{name}_values")
+def with_fast_order(lines: DataFrame, text: str, day: date) -> DataFrame:
+    """`lines` with the ORDER columns: the order when the line in column `text` takes the
+    fast path, else nulls (order_id is null exactly when it does not)."""
+    # A line of the pattern, replaced, is its five values between tabs (no value holds one);
+    # any other line stays as it was (the pattern spans whole lines), so a line without a
+    # tab is of the pattern exactly when it comes back as five values. (That it came back
+    # different proves nothing: the replace reads the line as Java's UTF-16, so bytes that
+    # are not UTF-8 come back as U+FFFD.) Each step in a select of its own, so that the
+    # replace and the split run once per line (in one expression, Spark evaluates them
+    # again for each value taken).
+    replaced = F.split(F.regexp_replace(text, line_pattern(day), "$1\t$2\t$3\t$4\t$5"), "\t")
+    fast = (F.size("_values") == 5) & (F.instr(text, "\t") == 0) & (F.octet_length(text) <= MAX_FAST_CHARS)
+    v = F.col("_values")
+    digits = v[1]
+    return (lines.withColumn("_values", replaced)
+            .withColumn("_values", F.when(fast, v))
+            .withColumn("order_id", v[0])
+            .withColumn("customer_code", F.length(digits).cast("long") * _DIGITS + digits.cast("long"))
+            .withColumn("cents", v[2].cast("long") * 100 + F.rpad(v[3], 2, "0").cast("long"))
+            .withColumn("ordered_at", v[4].cast("timestamp"))
+            .drop("_values"))

@@ -53,12 +53,14 @@ from pyspark.sql import functions as F
 import order_rules
 import order_sql
 from order_rules import REASONS, check_line
+from order_sql import ORDER, ORDER_DDL, coded, customer_of
 from twophase.spark.job import Output, read_source, run
 from twophase.spark.storage import storage_uri
 from twophase.spec import SpecError
 
 # Executors get the rules inside the pickled function: nothing to install on a cluster.
 cloudpickle.register_pickle_by_value(order_rules)
+cloudpickle.register_pickle_by_value(order_sql)
 
 log = logging.getLogger("orders_daily_totals")
 
@@ -68,13 +70,12 @@ MAX_LISTED = 100           # skipped files listed by path in the metrics (all ar
 # Spark's error when an executor cannot find a file the driver listed; it names the file's URI.
 _FILE_MISSING = re.compile(r"FILE_NOT_EXIST\] Encountered error while reading file (\S+)\. ")
 
-ORDER = ("order_id", "customer_id", "amount", "ordered_at")  # an order's columns
 CLASSIFIED = ("file string, verdict string, reason string, detail string, line string, line_base64 string, "
-              "line_bytes long, order_id string, customer_id string, amount decimal(12,2), ordered_at timestamp")
+              f"line_bytes long, {ORDER_DDL}")
 _CLASSIFIED_ARROW = pa.schema([
     ("file", pa.string()), ("verdict", pa.string()), ("reason", pa.string()), ("detail", pa.string()),
     ("line", pa.string()), ("line_base64", pa.string()), ("line_bytes", pa.int64()), ("order_id", pa.string()),
-    ("customer_id", pa.string()), ("amount", pa.decimal128(12, 2)), ("ordered_at", pa.timestamp("us", "UTC")),
+    ("customer_code", pa.int64()), ("cents", pa.int64()), ("ordered_at", pa.timestamp("us", "UTC")),
 ])
 
 
@@ -105,8 +106,7 @@ def classify_partition(day: date):
             rows = {name: [] for name in _CLASSIFIED_ARROW.names}
             for raw, file in zip(batch.column("raw").to_pylist(), batch.column("file").to_pylist()):
                 verdict = check_line(raw, day)
-                order = verdict.order
-                kind = "blank" if verdict.blank else "valid" if order else "rejected"
+                kind = "blank" if verdict.blank else "valid" if verdict.order else "rejected"
                 text = raw.decode("utf-8", "backslashreplace")
                 exact = verdict.reason == "not_utf8"
                 rows["file"].append(file)
@@ -116,19 +116,16 @@ def classify_partition(day: date):
                 rows["line"].append(None if kind == "blank" else text[:MAX_REJECT_CHARS])
                 rows["line_base64"].append(base64.b64encode(raw).decode() if exact else None)
                 rows["line_bytes"].append(len(raw))
-                rows["order_id"].append(order.order_id if order else None)
-                rows["customer_id"].append(order.customer_id if order else None)
-                rows["amount"].append(order.amount if order else None)
-                rows["ordered_at"].append(order.ordered_at if order else None)
+                for name, value in zip(ORDER, coded(verdict.order) if verdict.order else (None,) * len(ORDER)):
+                    rows[name].append(value)
             yield pa.RecordBatch.from_pydict(rows, schema=_CLASSIFIED_ARROW)
     return classify
 
 
 def _fast_path(lines: DataFrame, day: date) -> DataFrame:
-    """(raw, file) lines with `o`, the order when order_sql's fast path finds the line
-    plainly valid (in Spark's JVM), else null."""
-    return (order_sql.with_fast_order(lines.withColumn("text", F.col("raw").cast("string")), "text", day, "o")
-            .drop("text"))
+    """(raw, file) lines with the ORDER columns: the order when order_sql's fast path finds
+    the line plainly valid (in Spark's JVM), else nulls."""
+    return order_sql.with_fast_order(lines.withColumn("text", F.col("raw").cast("string")), "text", day).drop("text")
 
 
 def _judge(other: DataFrame, day: date) -> DataFrame:
@@ -142,12 +139,11 @@ def classify(lines: DataFrame, day: date) -> DataFrame:
     verdicts the job counts (Judged) are these; this form keeps every line with it."""
     checked = _fast_path(lines, day)
     none = F.lit(None).cast("string")
-    fast = checked.where("o is not null").select(
+    fast = checked.where("order_id is not null").select(
         "file", F.lit("valid").alias("verdict"), none.alias("reason"), none.alias("detail"),
         F.col("raw").cast("string").alias("line"), none.alias("line_base64"),
-        F.octet_length("raw").cast("long").alias("line_bytes"), "o.order_id", "o.customer_id", "o.amount",
-        "o.ordered_at")
-    return fast.unionByName(_judge(checked.where("o is null"), day))
+        F.octet_length("raw").cast("long").alias("line_bytes"), *ORDER)
+    return fast.unionByName(_judge(checked.where("order_id is null"), day))
 
 
 @dataclass(frozen=True)
@@ -175,12 +171,16 @@ class Judged:
 
 
 def judge(lines: DataFrame, day: date) -> Judged:
-    """Judged of the (raw, file) lines: the fast path, then check_line for what it leaves."""
-    fast_line = F.col("o").isNotNull()
+    """Judged of the (raw, file) lines: the fast path, then check_line for what it leaves.
+    Sets the session to keep frames uncompressed: keeping a million first-pass rows took
+    1.3-1.5 s compressed, 0.6-0.9 s not, about 60 MB (bench/findings.md); what does not
+    fit in memory goes to disk."""
+    lines.sparkSession.conf.set("spark.sql.inMemoryColumnarStorage.compressed", "false")
+    fast_line = F.col("order_id").isNotNull()
     checked = _fast_path(lines, day).select(
-        F.when(~fast_line, F.col("raw")).alias("raw"), F.when(~fast_line, F.col("file")).alias("file"), "o",
+        F.when(~fast_line, F.col("raw")).alias("raw"), F.when(~fast_line, F.col("file")).alias("file"), *ORDER,
     ).persist(StorageLevel.MEMORY_AND_DISK)
-    return Judged(checked.where(fast_line).select("o.*"),
+    return Judged(checked.where(fast_line).select(*ORDER),
                   _judge(checked.where(~fast_line), day).persist(StorageLevel.MEMORY_AND_DISK), lines, day)
 
 
@@ -212,41 +212,42 @@ def customers_of(per_order: DataFrame, *keys) -> DataFrame:
     two per customer): the counts and the totals read it, and each frame staged."""
     return per_order.groupBy("customer_code", "agreed", *keys).agg(
         F.count(F.lit(1)).alias("orders"), F.sum("copies").alias("copies"),
-        F.sum("amount").alias("revenue"),  # decimal(22,2): checked against the column before the cast
+        F.try_sum("cents").alias("cents"),  # null past a long's range: totals refuses it
         F.min("ordered_at").alias("first_order_at"), F.max("ordered_at").alias("last_order_at"),
     ).persist(StorageLevel.MEMORY_AND_DISK)
 
 
 def totals(customers: DataFrame, day: str) -> DataFrame:
-    """The day's row per customer (customers_of) of its agreed orders."""
+    """The day's row per customer (customers_of) of its agreed orders; revenue is
+    decimal(22,2), the sum of the amounts as Spark sums decimal(12,2) ones."""
+    customer = customer_of("customer_code")
+    beyond = F.raise_error(F.format_string(f"revenue of %s on {day} is beyond {_BEYOND}: no single line is at fault, "
+                                           "so nothing is loaded", customer))
+    revenue = F.when(F.col("cents").isNull(), beyond).otherwise(
+        F.col("cents").cast("decimal(19,0)") * F.lit(Decimal("0.01")))
     return customers.where("agreed").select(
-        customer_of("customer_code").alias("customer_id"), F.lit(day).cast("date").alias("day"),
-        F.col("orders").cast("int").alias("orders"), "revenue", "first_order_at", "last_order_at")
+        customer.alias("customer_id"), F.lit(day).cast("date").alias("day"),
+        F.col("orders").cast("int").alias("orders"), revenue.alias("revenue"), "first_order_at", "last_order_at")
 
 
-# A valid customer id is a 'c' and 1 to 12 digits (order_rules): as a number, its digit count
-# times 10^12 plus its digits, it is the same id (leading zeros kept), and Spark aggregates
-# it in a hash table (a string would make its aggregates sort).
-_DIGITS = 10 ** 12
+_BEYOND = f"{Decimal(2 ** 63 - 1) / 100:,}"  # the largest sum of cents a long holds
 
 
-def customer_code(customer_id):
-    """The number of a valid customer id (a column name or Column)."""
-    return (F.length(customer_id) - 1).cast("long") * F.lit(_DIGITS) + F.substring(customer_id, 2, 12).cast("long")
+def most_cents():
+    """The largest agreed sum of cents of customers_of's rows (a long's largest when a sum
+    went beyond it), an aggregate: check_revenue_fits is needed when it is above the
+    column's limit."""
+    return F.max(F.when(F.col("agreed"), F.coalesce("cents", F.lit(2 ** 63 - 1))))
 
 
-def customer_of(code: str):
-    """The customer id of the number in column `code`."""
-    return F.concat(F.lit("c"), F.lpad((F.col(code) % _DIGITS).cast("string"),
-                                       (F.col(code) / _DIGITS).cast("int"), "0"))
-
-
-def check_revenue_fits(result: DataFrame, day: str) -> None:
+def check_revenue_fits(customers: DataFrame, day: str) -> None:
     """A day's total can outgrow the column even when every amount fits: refuse the day,
     naming the customers, rather than let the cast fail deep inside the staging pass."""
-    over = result.where(F.col("revenue") > F.lit(MAX_REVENUE)).orderBy("customer_id").limit(3).collect()
-    if over:
-        names = ", ".join(f"{r.customer_id} ({r.revenue:,})" for r in over)
+    over = customers.where(F.col("agreed") & (F.col("cents").isNull() | (F.col("cents") > int(MAX_REVENUE * 100))))
+    over = over.select(customer_of("customer_code").alias("customer_id"), "cents").orderBy("customer_id").limit(3)
+    if rows := over.collect():
+        sums = [f"{Decimal(r.cents) / 100:,}" if r.cents is not None else f"beyond {_BEYOND}" for r in rows]
+        names = ", ".join(f"{r.customer_id} ({total})" for r, total in zip(rows, sums))
         raise ValueError(f"revenue of {names} on {day} is above {MAX_REVENUE:,}, the most "
                          "analytics.customer_daily_totals.revenue numeric(14,2) holds; no single line is at fault, "
                          "so nothing is loaded for the day")
@@ -254,17 +255,17 @@ def check_revenue_fits(result: DataFrame, day: str) -> None:
 
 def dedupe(valid: DataFrame) -> DataFrame:
     """Order events may be delivered more than once: per order id of the `valid` lines
-    (ORDER columns), its copies and whether they all agree (same customer, amount in cents
-    and instant; the smallest equals the largest of each), with that order (order_id,
-    copies, agreed, customer_code, amount, ordered_at). An order whose copies disagree is
-    not loaded (which copy is right is unknown) and its copies are rejected. Aggregated in
-    a hash table (no string in its state) and not kept: customers_of reads it once."""
-    coded = valid.select("order_id", customer_code("customer_id").alias("customer_code"), "amount", "ordered_at")
-    same = [F.min(c) == F.max(c) for c in ("customer_code", "amount", "ordered_at")]
-    return coded.groupBy("order_id").agg(
+    (ORDER columns), its copies and whether they all agree (same customer, amount and
+    instant; the smallest equals the largest of each), with that order (order_id, copies,
+    agreed, customer_code, cents, ordered_at). An order whose copies disagree is not loaded
+    (which copy is right is unknown) and its copies are rejected. Aggregated in a hash
+    table (no string in its state) and not kept: customers_of reads it once. The lines are
+    shuffled as they are: a map-side aggregate of ids nearly all distinct saves nothing
+    and costs a hash table of every line."""
+    same = [F.min(c) == F.max(c) for c in ORDER[1:]]
+    return valid.repartition("order_id").groupBy("order_id").agg(
         F.count(F.lit(1)).alias("copies"), (same[0] & same[1] & same[2]).alias("agreed"),
-        F.min("customer_code").alias("customer_code"), F.min("amount").alias("amount"),
-        F.min("ordered_at").alias("ordered_at"))
+        *(F.min(c).alias(c) for c in ORDER[1:]))
 
 
 def rejects_of(judged: Judged, per_order: DataFrame, conflicts: bool) -> DataFrame:
@@ -277,7 +278,7 @@ def rejects_of(judged: Judged, per_order: DataFrame, conflicts: bool) -> DataFra
     if conflicts:
         copies = judged.copies_of(per_order.where("not agreed").select("order_id", "copies"))
         versions = copies.groupBy("order_id").agg(
-            F.count_distinct("customer_id", "amount", "ordered_at").alias("versions"))
+            F.count_distinct(*ORDER[1:]).alias("versions"))
         lines = lines.unionByName(copies.join(versions, "order_id").select(
             "file", "line", "line_base64", "line_bytes", F.lit("conflicting_order").alias("reason"),
             F.format_string("order_id '%s' arrived %d times in %d different versions (customer, amount or time); "
@@ -286,13 +287,18 @@ def rejects_of(judged: Judged, per_order: DataFrame, conflicts: bool) -> DataFra
                         "detail", F.col("reason").alias("reason_key"))
 
 
-def line_counts(judged: Judged, valid_lines: int) -> dict:
-    """{(verdict, reason): (lines, an example detail)} of every line: the valid ones
-    (`valid_lines`, dedupe's count of copies) and each verdict of the other lines."""
-    counts = {(r["verdict"], r["reason"]): (r["count"], r["example"]) for r in
-              judged.other.where("verdict <> 'valid'").groupBy("verdict", "reason").agg(
-                  F.count(F.lit(1)).alias("count"), F.min("detail").alias("example")).collect()}
-    return {**counts, ("valid", None): (valid_lines, None)}
+def tally(judged: Judged, customers: DataFrame, *aggregates) -> tuple:
+    """In one Spark action (the first over the input's lines, so a file missing where the
+    executors read is named): the `aggregates` of customers_of's rows, with valid_lines
+    (the valid lines' copies) among them, and {(verdict, reason): (lines, an example
+    detail)} of every line, the valid ones and each verdict of the other lines."""
+    others = judged.other.where("verdict <> 'valid'").groupBy("verdict", "reason").agg(
+        F.count(F.lit(1)).alias("count"), F.min("detail").alias("example"),
+    ).agg(F.collect_list(F.struct("verdict", "reason", "count", "example")).alias("others"))
+    with reading_input():
+        row = customers.agg(F.sum("copies").alias("valid_lines"), *aggregates).crossJoin(others).first()
+    counts = {(r["verdict"], r["reason"]): (r["count"], r["example"]) for r in row["others"]}
+    return row, {**counts, ("valid", None): (row["valid_lines"] or 0, None)}
 
 
 def locations(spec) -> tuple[str, str]:
@@ -341,16 +347,14 @@ def build(spark: SparkSession, spec) -> Output:
     per_order = dedupe(judged.valid())
     customers = customers_of(per_order)
     agreed = F.col("agreed")
-    with reading_input():  # the first pass over the input's lines
-        dup = customers.agg(
-            F.sum("copies").alias("valid_lines"),
-            F.sum(F.when(agreed, F.col("copies") - F.col("orders"))).alias("duplicates"),
-            F.sum(F.when(~agreed, F.col("copies"))).alias("conflicting_lines"),
-            F.sum(F.when(~agreed, F.col("orders"))).alias("conflicting_orders"),
-            F.sum(F.when(agreed, F.col("orders"))).alias("orders")).first()
+    dup, counts = tally(
+        judged, customers,
+        F.sum(F.when(agreed, F.col("copies") - F.col("orders"))).alias("duplicates"),
+        F.sum(F.when(~agreed, F.col("copies"))).alias("conflicting_lines"),
+        F.sum(F.when(~agreed, F.col("orders"))).alias("conflicting_orders"),
+        F.sum(F.when(agreed, F.col("orders"))).alias("orders"), most_cents().alias("most_cents"))
     duplicates, conflicting = dup["duplicates"] or 0, dup["conflicting_lines"] or 0
     orders = dup["orders"] or 0
-    counts = line_counts(judged, dup["valid_lines"] or 0)
 
     by_reason = {REASONS[reason]: n for (verdict, reason), (n, _) in counts.items() if verdict == "rejected"}
     if conflicting:
@@ -376,8 +380,9 @@ def build(spark: SparkSession, spec) -> Output:
     if rejected:
         keep_rejects(spark, rejected_lines, rejects, rejected)
 
+    if (dup["most_cents"] or 0) > MAX_REVENUE * 100:
+        check_revenue_fits(customers, day)
     result = totals(customers, day)
-    check_revenue_fits(result, day)
     metrics = {
         "input_files": len(listing.read), "input_lines": input_lines, "orders": orders,
         "rejected_lines": rejected, "rejected_by_reason": by_reason, "duplicate_lines": duplicates,

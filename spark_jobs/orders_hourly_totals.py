@@ -55,13 +55,12 @@ def build(spark, spec) -> Output:
     in_hour = (F.col("ordered_at") >= F.lit(start)) & (F.col("ordered_at") < F.lit(end))
     customers = daily.customers_of(per_order.withColumn("in_hour", in_hour), "in_hour")
     agreed, hour = F.col("agreed"), F.col("in_hour")
-    with daily.reading_input():  # the first pass over the input's lines
-        n = customers.agg(F.sum("copies").alias("valid_lines"),
-                          F.sum(F.when(agreed & hour, F.col("orders"))).alias("orders"),
-                          F.sum(F.when(agreed & hour, F.col("copies") - F.col("orders"))).alias("duplicates"),
-                          F.sum(F.when(agreed & ~hour, F.col("copies"))).alias("other_hours"),
-                          F.sum(F.when(~agreed, F.col("copies"))).alias("conflicting")).first()
-    counts = {key: c for key, (c, _) in daily.line_counts(judged, n["valid_lines"] or 0).items()}
+    n, counts = daily.tally(judged, customers,
+                            F.sum(F.when(agreed & hour, F.col("orders"))).alias("orders"),
+                            F.sum(F.when(agreed & hour, F.col("copies") - F.col("orders"))).alias("duplicates"),
+                            F.sum(F.when(agreed & ~hour, F.col("copies"))).alias("other_hours"),
+                            F.sum(F.when(~agreed, F.col("copies"))).alias("conflicting"))
+    counts = {key: c for key, (c, _) in counts.items()}
 
     by_reason = {REASONS[reason]: c for (verdict, reason), c in counts.items() if verdict == "rejected"}
     if n["conflicting"]:
@@ -81,7 +80,7 @@ def build(spark, spec) -> Output:
     if rejected:
         daily.keep_rejects(spark, daily.rejects_of(judged, per_order, bool(n["conflicting"])), rejects, rejected)
 
-    # revenue: Spark's sum of decimal(12,2), decimal(22,2), as the table's column holds it.
+    # revenue: decimal(22,2), the sum of the orders' cents (daily.totals), as the table's column holds it.
     per_customer = daily.totals(customers.where("in_hour"), start.date().isoformat()).select(
         "customer_id", F.lit(start).alias("hour"), "orders", "revenue")
     return Output(per_customer, metrics)

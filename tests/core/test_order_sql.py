@@ -1,7 +1,7 @@
 """The example's fast path in Spark SQL (spark_jobs/order_sql.py) changes no verdict: the
 job's classify (fast path, then check_line for every other line) gives each line of the
 hostile catalog, and of near misses of each of the fast path's conditions, exactly what
-order_rules.check_line gives it: verdict, reason, detail and the order's four values. And
+order_rules.check_line gives it: verdict, reason, detail and the order's values. And
 it is the fast path that judges a plain sample day's valid lines (else it would prove
 nothing about speed)."""
 
@@ -15,6 +15,7 @@ import pytest
 import orders_daily_totals
 from hostile.catalog import catalog, file_lines
 from order_rules import check_line
+from order_sql import coded
 from orders_sample.generate import generate
 
 DAY = date(2041, 3, 4)
@@ -80,7 +81,7 @@ def judged(spark, lines: list[bytes]) -> list[tuple]:
     assert [r["file"] for r in rows] == [f"line-{n:06d}" for n in range(len(lines))]
     # pyspark gives timestamps as naive datetimes of the local time zone: made UTC, as check_line's.
     return [(r["verdict"], r["reason"], r["detail"],
-             (r["order_id"], r["customer_id"], r["amount"], r["ordered_at"].astimezone(timezone.utc))
+             (r["order_id"], r["customer_code"], r["cents"], r["ordered_at"].astimezone(timezone.utc))
              if r["verdict"] == "valid" else None)
             for r in rows]
 
@@ -88,7 +89,7 @@ def judged(spark, lines: list[bytes]) -> list[tuple]:
 def expected(raw: bytes) -> tuple:
     verdict = check_line(raw, DAY)
     kind = "blank" if verdict.blank else "valid" if verdict.order else "rejected"
-    order = tuple(verdict.order) if verdict.order else None
+    order = coded(verdict.order) if verdict.order else None
     return kind, verdict.reason, verdict.detail, order
 
 
@@ -112,7 +113,7 @@ def test_the_fast_path_judges_a_sample_days_valid_lines(spark, tmp_path):
     made = generate(tmp_path, DAY, 2000, bad_share=0.05)
     lines = [raw for path in sorted(made.folder.iterdir()) for raw in path.read_bytes().splitlines()]
     frame = spark.createDataFrame([(raw.decode(),) for raw in lines], "text string")
-    fast = with_fast_order(frame, "text", DAY).where(F.col("order").isNotNull()).count()
+    fast = with_fast_order(frame, "text", DAY).where(F.col("order_id").isNotNull()).count()
     valid = sum(1 for raw in lines if check_line(raw, DAY).order is not None)
     assert fast == valid == len(lines) - made.bad_lines, (fast, valid, len(lines), made.bad_lines)
     assert json.loads(lines[0])["currency"] == "EUR"  # the sample's extra field takes the fast path too
@@ -120,12 +121,16 @@ def test_the_fast_path_judges_a_sample_days_valid_lines(spark, tmp_path):
 
 def test_customer_ids_keep_their_leading_zeros_through_their_code(spark):
     """dedupe and totals aggregate a customer id as a number (customer_code): every form
-    order_rules allows comes back the same."""
-    from orders_daily_totals import customer_code, customer_of
+    order_rules allows comes back the same, and the fast path codes it as check_line's
+    order does."""
+    from order_sql import customer_code, customer_of
 
     ids = ["c0", "c1", "c00", "c0001234", "c1234", "c000000000000", "c999999999999", "c100000000000"]
-    frame = spark.createDataFrame([(i,) for i in ids], "customer_id string")
-    rows = frame.select("customer_id", customer_code("customer_id").alias("code")).select(
-        "customer_id", "code", customer_of("code").alias("back")).collect()
+    lines = [(json.dumps({"order_id": "o1", "customer_id": i, "amount": 1, "ordered_at": "2041-03-04T08:00:00Z"}),
+              customer_code(i)) for i in ids]
+    frame = orders_daily_totals._fast_path(spark.createDataFrame(
+        [(text.encode(), "f", code) for text, code in lines], "raw binary, file string, code long"), DAY)
+    rows = frame.select("code", "customer_code", customer_of("code").alias("back")).collect()
     assert [r["back"] for r in rows] == ids
+    assert [r["customer_code"] for r in rows] == [r["code"] for r in rows], "the fast path's code is check_line's"
     assert len({r["code"] for r in rows}) == len(ids), "each id its own code"
