@@ -90,13 +90,15 @@ def test_a_config_of_two_tables_in_two_databases_two_topics_and_an_iceberg_table
     (GOOD_TARGETS, {"pipeline": "'my pipeline'"}, "LoadConfig pipeline: pipeline name 'my pipeline' must be 1-64 "
                                                   "characters"),
     (GOOD_TARGETS, {"log_conn_id": "''"}, "LoadConfig log_conn_id must name an Airflow connection, got ''"),
-    (GOOD_TARGETS, {"rules": "[RowCount('analytics.nope')]"},
+    (GOOD_TARGETS, {"rules": "[RowCount('analytics.nope', error=(1, None))]"},
      "audit rule row_count(analytics.nope) measures 'analytics.nope', which is not a target of this load (its "
      "targets: analytics.t, t)"),
     (GOOD_TARGETS, {"rules": "['row count']"}, "LoadConfig rules must be twophase.audit rules (RowCount, NullShare, "
                                                "...), got 'row count'"),
-    (GOOD_TARGETS, {"rules": "[RowCount('t'), RowCount('t')]"},
+    (GOOD_TARGETS, {"rules": "[RowCount('t', warn=(1, None)), RowCount('t', error=(1, None))]"},
      "LoadConfig rules name ['row_count(t)'] more than once"),
+    (GOOD_TARGETS, {"rules": "[RowCount('t')]"}, "audit rule row_count(t) has no thresholds: give it warn=(min, max), "
+                                                 "error=(min, max) or both (without them it could never fail)"),
     (GOOD_TARGETS, {"rules": "[NullShare('t', 'c', warn=5)]"}, "thresholds are Bounds(min, max) or a (min, max) "
                                                                "pair, not 5"),
     (GOOD_TARGETS, {"quarantine_cap": "-1"}, "LoadConfig quarantine_cap must be 0 or more rows per rule, got -1"),

@@ -28,12 +28,12 @@ def audit_input(previous=None, metrics=None) -> AuditInput:
 
 # rule -> (measured value, warn bounds and error bounds giving each verdict)
 CASES = {
-    "row_count": (RowCount(T), 10),
+    "row_count": (RowCount(T, error=(1, None)), 10),
     "rejected_share": (RejectedShare(), 0.04),
     "null_share": (NullShare(T, "amount"), 0.1),
     "duplicate_keys": (DuplicateKeys(T, ("id",)), 1),
     "value_range": (ValueRange(T, "amount", 0, 100), 2),
-    "row_count_change": (RowCountChange(T), 0.25),
+    "row_count_change": (RowCountChange(T, warn=(-1, 1)), 0.25),
     "python": (PythonRule("max amount", T, lambda t: max(v for v in t.column("amount").to_pylist() if v is not None)),
                1000),
 }
@@ -62,7 +62,7 @@ def test_a_rule_that_cannot_be_measured_is_an_error_naming_why():
     assert sql_on_arrow.verdict == "error" and "not staged in SQL" in sql_on_arrow.detail
     failing = PythonRule("boom", T, lambda t: 1 / 0).check(audit_input())
     assert failing.verdict == "error" and "ZeroDivisionError" in failing.detail
-    unknown = RowCount("other.table").check(audit_input())
+    unknown = RowCount("other.table", error=(1, None)).check(audit_input())
     assert unknown.verdict == "error" and "no target 'other.table'" in unknown.detail
 
 
@@ -84,6 +84,44 @@ def test_a_rule_that_does_not_finish_in_time_is_an_error_and_the_audit_goes_on()
 def test_a_time_limit_that_is_no_positive_number_is_refused_where_the_rule_is_made(limit):
     with pytest.raises(SpecError, match="time_limit must be a positive number of seconds"):
         RowCount(T, time_limit=limit)
+
+
+# (rule without thresholds, the value it measures on ROWS, its verdict there)
+BY_DEFAULT = {
+    "rejected_share": (RejectedShare(), 0.04, "error"),
+    "null_share": (NullShare(T, "amount"), 0.1, "error"),
+    "duplicate_keys": (DuplicateKeys(T, "id"), 1, "error"),
+    "value_range": (ValueRange(T, "amount", -1, 1000), 0, "pass"),
+    "sql": (SqlRule("no rows", T, "select count(*) from {staged}"), None, "error"),  # ROWS are no SQL table
+    "python": (PythonRule("negative amounts", T, lambda t: sum(1 for v in t.column("amount").to_pylist()
+                                                                if v is not None and v < 0)), 1, "error"),
+}
+
+
+@pytest.mark.parametrize("kind", list(BY_DEFAULT))
+def test_a_rule_given_no_thresholds_fails_on_any_bad_row(kind):
+    """As dbt's tests: what the rule counts is bad, so any of it is an error."""
+    rule, value, expect = BY_DEFAULT[kind]
+    assert rule.error == Bounds(None, 0) and rule.warn == Bounds()
+    result = rule.check(audit_input())
+    assert (result.value, result.verdict) == (value, expect), result.describe()
+    if value is not None:
+        assert dataclasses.replace(rule, error=(None, value)).check(audit_input()).verdict == "pass"
+
+
+@pytest.mark.parametrize("rule", [lambda: RowCount(T), lambda: RowCountChange(T)])
+def test_a_rule_whose_value_is_no_count_of_bad_rows_needs_thresholds(rule):
+    with pytest.raises(SpecError, match=r"audit rule row_count(_change)?\(analytics.t\) has no thresholds: give it "
+                                        r"warn=\(min, max\), error=\(min, max\) or both"):
+        rule()
+
+
+@pytest.mark.parametrize("thresholds", [dict(error=(None, None)), dict(warn=Bounds(), error=Bounds()),
+                                        dict(warn=(None, None))])
+def test_thresholds_that_hold_every_value_are_refused(thresholds):
+    with pytest.raises(SpecError, match=r"null_share\(analytics.t.amount\): its thresholds hold every value"):
+        NullShare(T, "amount", **thresholds)
+    assert NullShare(T, "amount", warn=(None, 0)).error == Bounds(), "a rule given warn only only warns"
 
 
 def test_the_first_load_of_a_pipeline_has_no_change_to_measure():
@@ -119,7 +157,7 @@ def test_a_threshold_that_is_no_number_is_refused_where_the_rule_is_made(pair, n
 
 
 def test_the_report_follows_its_schema_and_the_vote_reads_its_errors():
-    rules = [RowCount(T, warn=(20, None)), NullShare(T, "amount", error=(None, 0.05)), RejectedShare(),
+    rules = [RowCount(T, warn=(20, None)), NullShare(T, "amount", error=(None, 0.05)), RejectedShare(error=(0, 0.05)),
              SqlRule("sql", T, "select 1 from {staged}")]
     report = AuditReport("pipe.load", tuple(r.check(audit_input()) for r in rules), {T: 10}, {"bad amount": 4})
     doc = report.to_json()

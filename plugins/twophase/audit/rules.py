@@ -1,14 +1,20 @@
 """The audit's rules: each measures one value of a load and judges it against its warn
 and error thresholds (limits.Bounds, or (min, max) pairs).
 
-    RowCount(target)                    rows Spark computed for the target
+A rule given neither threshold fails by default where it counts something bad (null,
+duplicate or out-of-range rows, rejected lines, a SQL or Python rule's number: an error
+above 0, as a dbt test fails on any row); RowCount and RowCountChange have no such value
+and refuse to be made without one. Thresholds that hold every value are refused too: a
+rule that can never warn or fail checks nothing.
+
+    RowCount(on)                        rows Spark computed for the target `on`
     RejectedShare()                     rejected input lines / input lines (the job's metrics)
-    NullShare(target, column)           share of staged rows whose column is null
-    DuplicateKeys(target, columns)      staged rows beyond the first of each key
-    ValueRange(target, column, lo, hi)  staged rows whose column is outside lo..hi
-    RowCountChange(target)              (rows - last committed load's rows) / those, same pipeline
-    SqlRule(name, target, query)        a number from SQL over the staged rows ({staged})
-    PythonRule(name, target, fn)        fn(pyarrow.Table of the staged rows) -> a number
+    NullShare(on, column)               share of staged rows whose column is null
+    DuplicateKeys(on, columns)          staged rows beyond the first of each key
+    ValueRange(on, column, low, high)   staged rows whose column is outside low..high
+    RowCountChange(on)                  (rows - last committed load's rows) / those, same pipeline
+    SqlRule(label, on, query)           a number from SQL over the staged rows ({staged})
+    PythonRule(label, on, fn)           fn(pyarrow.Table of the staged rows) -> a number
 
 A rule that cannot be measured (a column the target lacks, SQL on a topic, a query that
 fails) is an error naming why: a rule that cannot be checked never passes silently. So is
@@ -79,17 +85,31 @@ DEFAULT_TIME_LIMIT_S = 300.0
 
 @dataclass(frozen=True)
 class Rule:
-    warn: Bounds = field(default_factory=Bounds, kw_only=True)
-    error: Bounds = field(default_factory=Bounds, kw_only=True)
+    """One measure of a load, judged: an error outside `error`, else a warning outside
+    `warn` (each a Bounds or a (min, max) pair, None for no bound on that side), else a
+    pass. A measure that fails, or takes longer than `time_limit` seconds, is an error."""
+
+    warn: Bounds | None = field(default=None, kw_only=True)
+    error: Bounds | None = field(default=None, kw_only=True)
     time_limit: float = field(default=DEFAULT_TIME_LIMIT_S, kw_only=True)  # seconds one measure may take
     kind: ClassVar[str] = "rule"
+    # The error thresholds of a rule given none: what it counts is bad, so any of it fails.
+    # None: the rule's value is no count of bad things, and it must be given thresholds.
+    default_error: ClassVar[Bounds | None] = Bounds(max=0)
 
     def __post_init__(self):
-        object.__setattr__(self, "warn", bounds(self.warn))
-        object.__setattr__(self, "error", bounds(self.error))
         limit = self.time_limit
         if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit) or limit <= 0:
             raise SpecError(f"audit rule {self.name}: time_limit must be a positive number of seconds, not {limit!r}")
+        if self.warn is None and self.error is None:
+            if self.default_error is None:
+                raise SpecError(f"audit rule {self.name} has no thresholds: give it warn=(min, max), error=(min, max) "
+                                "or both (without them it could never fail)")
+            object.__setattr__(self, "error", self.default_error)
+        object.__setattr__(self, "warn", bounds(self.warn))
+        object.__setattr__(self, "error", bounds(self.error))
+        if self.warn == Bounds() and self.error == Bounds():
+            raise SpecError(f"audit rule {self.name}: its thresholds hold every value, so it could never warn or fail")
 
     @property
     def target(self) -> str | None:
@@ -147,8 +167,11 @@ def _share(part: int, whole: int) -> float:
 
 @dataclass(frozen=True)
 class RowCount(Rule):
+    """The rows Spark computed for the target `on`. Needs thresholds."""
+
     on: str
     kind: ClassVar[str] = "row_count"
+    default_error: ClassVar[Bounds | None] = None
 
     def measure(self, audit):
         if self.on not in audit.expected:
@@ -158,6 +181,9 @@ class RowCount(Rule):
 
 @dataclass(frozen=True)
 class RejectedShare(Rule):
+    """Rejected input lines / input lines, from the job's metrics (rejected_lines and
+    input_lines). Without thresholds, any rejected line fails the load."""
+
     kind: ClassVar[str] = "rejected_share"
 
     def measure(self, audit):
@@ -170,6 +196,9 @@ class RejectedShare(Rule):
 
 @dataclass(frozen=True)
 class NullShare(Rule):
+    """The share of the staged rows of `on` whose `column` is null. Without thresholds, any
+    such row fails the load."""
+
     on: str
     column: str
     kind: ClassVar[str] = "null_share"
@@ -189,15 +218,18 @@ class NullShare(Rule):
 
 @dataclass(frozen=True)
 class DuplicateKeys(Rule):
+    """The staged rows of `on` beyond the first of each key (`columns`, one name or
+    several). Without thresholds, any repeated key fails the load."""
+
     on: str
     columns: tuple[str, ...]
     kind: ClassVar[str] = "duplicate_keys"
 
     def __post_init__(self):
-        super().__post_init__()
         object.__setattr__(self, "columns", (self.columns,) if isinstance(self.columns, str) else tuple(self.columns))
         if not self.columns:
             raise SpecError("DuplicateKeys needs at least one key column")
+        super().__post_init__()
 
     @property
     def name(self) -> str:
@@ -212,6 +244,9 @@ class DuplicateKeys(Rule):
 
 @dataclass(frozen=True)
 class ValueRange(Rule):
+    """The staged rows of `on` whose `column` is outside low..high (None: no bound on that
+    side). Without thresholds, any such row fails the load."""
+
     on: str
     column: str
     low: float | None = None
@@ -232,8 +267,12 @@ class ValueRange(Rule):
 
 @dataclass(frozen=True)
 class RowCountChange(Rule):
+    """(rows - the pipeline's last committed load's rows) / those, for the target `on`;
+    0 when there is no such load. Needs thresholds."""
+
     on: str
     kind: ClassVar[str] = "row_count_change"
+    default_error: ClassVar[Bounds | None] = None
 
     def measure(self, audit):
         if self.on not in audit.expected:
@@ -247,6 +286,11 @@ class RowCountChange(Rule):
 
 @dataclass(frozen=True)
 class SqlRule(Rule):
+    """A number from `query`, SQL over the staged rows of the Postgres target `on`, read
+    as {staged}, in a read-only transaction. `label` names the rule in the report. Without
+    thresholds, a number above 0 fails the load (a query that counts failing rows, as a
+    dbt test)."""
+
     label: str
     on: str
     query: str
@@ -267,6 +311,9 @@ class SqlRule(Rule):
 
 @dataclass(frozen=True)
 class PythonRule(Rule):
+    """`fn(pyarrow.Table of the staged rows of `on`)`, a number. `label` names the rule in
+    the report. Without thresholds, a number above 0 fails the load."""
+
     label: str
     on: str
     fn: Callable = field(compare=False)
