@@ -23,8 +23,8 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import DAG, CronDataIntervalTimetable
 
+from orders_sample.locations import day_folder, rejects_folder
 from twophase.audit import DuplicateKeys, NullShare, RowCountChange, ValueRange
-from twophase.spark.storage import join_uri, storage_uri
 from twophase_airflow import IcebergTable, IntervalFolder, LoadConfig, Table, Topic, load_params, two_phase_load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,22 +71,10 @@ AUDIT_RULES = [
 ]
 
 
-def orders_data() -> str:
-    """ORDERS_DATA as a storage URI: file://, hdfs:// or s3a://, or an absolute local path
-    (made file://). A bad value refuses the load in begin, naming the value and ORDERS_DATA."""
-    return storage_uri(os.environ.get("ORDERS_DATA", str(ROOT / ".stack" / "data" / "orders")), "ORDERS_DATA")
-
-
-def day_folder(interval) -> str:
-    """The day's landing folder, a URI under ORDERS_DATA (string joins: pathlib would turn
-    hdfs://nn/x into hdfs:/nn/x)."""
-    return join_uri(orders_data(), "landing", f"date={interval.day.isoformat()}")
-
-
 def describe_input(interval, params, load_id) -> dict:
     """The day, and where its rejected lines go (a URI under ORDERS_DATA)."""
     day = interval.day.isoformat()
-    return {"date": day, "rejects": join_uri(orders_data(), "rejects", f"date={day}", f"load={load_id}")}
+    return {"date": day, "rejects": rejects_folder(day, load_id)}
 
 
 with DAG(

@@ -31,7 +31,7 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import DAG, CronDataIntervalTimetable
 
-from twophase.spark.storage import join_uri, storage_uri
+from orders_sample.locations import day_folder, rejects_folder
 from twophase.spec import SpecError
 from twophase_airflow import IntervalFolder, LoadConfig, Table, Topic, load_params, two_phase_load
 
@@ -50,12 +50,6 @@ create table if not exists analytics.customer_hourly_totals (
 """
 
 
-def orders_data() -> str:
-    """ORDERS_DATA as a storage URI: file://, hdfs:// or s3a://, or an absolute local path
-    (made file://). A bad value refuses the load in begin, naming the value and ORDERS_DATA."""
-    return storage_uri(os.environ.get("ORDERS_DATA", str(ROOT / ".stack" / "data" / "orders")), "ORDERS_DATA")
-
-
 def describe_input(interval, params, load_id) -> dict:
     """The hour, and where its rejected lines go. Refuses an interval longer than an hour or
     across midnight: its rows would not be an hour's (the table holds one row per customer
@@ -67,12 +61,7 @@ def describe_input(interval, params, load_id) -> dict:
                         "`airflow dags test orders_hourly_totals 2026-11-20T06:00:00+00:00` loads 05:00-06:00")
     day = interval.day.isoformat()
     return {"start": start.isoformat(), "end": end.isoformat(),
-            "rejects": join_uri(orders_data(), "rejects", f"date={day}", f"load={load_id}")}
-
-
-def day_folder(interval) -> str:
-    """The landing folder of the hour's day, a URI under ORDERS_DATA."""
-    return join_uri(orders_data(), "landing", f"date={interval.day.isoformat()}")
+            "rejects": rejects_folder(day, load_id)}
 
 
 with DAG(

@@ -99,6 +99,17 @@ def listing_of(spec) -> Listing:
                    [(relative, size, why) for relative, size, why in position.get("skipped", [])])
 
 
+def unread_files(path: str, listing: Listing) -> dict:
+    """Logs each file of the folder `path` that is not read, and gives the metrics that
+    report them (skipped_files, skipped_bytes, skipped_paths; an empty file holds no line
+    to account for, so it is not counted)."""
+    for relative, size, why in listing.skipped:
+        log.warning("not read: %s/%s (%s bytes): %s", path, relative, f"{size:,}", why)
+    skipped = [s for s in listing.skipped if s[1] > 0]
+    return {"skipped_files": len(skipped), "skipped_bytes": sum(s[1] for s in skipped),
+            "skipped_paths": [{"path": p, "bytes": n, "why": why} for p, n, why in skipped[:MAX_LISTED]]}
+
+
 def classify_partition(day: date):
     """The function mapInArrow runs on each partition of (raw line bytes, file)."""
     def classify(batches):
@@ -339,9 +350,7 @@ def keep_rejects(spark: SparkSession, rejects: DataFrame, uri: str, expected: in
 def build(spark: SparkSession, spec) -> Output:
     (path, rejects), day = locations(spec), spec.input["date"]
     listing = listing_of(spec)
-    for relative, size, why in listing.skipped:
-        log.warning("not read: %s/%s (%s bytes): %s", path, relative, f"{size:,}", why)
-    skipped = [s for s in listing.skipped if s[1] > 0]  # an empty file holds no line to account for
+    skipped = unread_files(path, listing)
 
     judged = judge(read_lines(spark, spec), date.fromisoformat(day))
     per_order = dedupe(judged.valid())
@@ -386,8 +395,7 @@ def build(spark: SparkSession, spec) -> Output:
     metrics = {
         "input_files": len(listing.read), "input_lines": input_lines, "orders": orders,
         "rejected_lines": rejected, "rejected_by_reason": by_reason, "duplicate_lines": duplicates,
-        "blank_lines": blank, "skipped_files": len(skipped), "skipped_bytes": sum(s[1] for s in skipped),
-        "skipped_paths": [{"path": p, "bytes": n, "why": why} for p, n, why in skipped[:MAX_LISTED]],
+        "blank_lines": blank, **skipped,
     }
     per_customer = result.withColumn("revenue", F.col("revenue").cast("decimal(14,2)"))
     return Output({"": per_customer, "summary": day_summary(per_customer, day, rejected)}, metrics,

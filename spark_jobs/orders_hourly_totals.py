@@ -46,9 +46,7 @@ def build(spark, spec) -> Output:
     path, rejects = daily.locations(spec)
     start, end = (datetime.fromisoformat(spec.input[k]) for k in ("start", "end"))
     listing = daily.listing_of(spec)
-    for relative, size, why in listing.skipped:
-        log.warning("not read: %s/%s (%s bytes): %s", path, relative, f"{size:,}", why)
-    skipped = [s for s in listing.skipped if s[1] > 0]
+    skipped = daily.unread_files(path, listing)
 
     judged = daily.judge(daily.read_lines(spark, spec), start.date())
     per_order = daily.dedupe(judged.valid())
@@ -69,9 +67,7 @@ def build(spark, spec) -> Output:
     metrics = {
         "input_files": len(listing.read), "input_lines": sum(counts.values()), "orders": n["orders"] or 0,
         "duplicate_lines": n["duplicates"] or 0, "other_hours_lines": n["other_hours"] or 0,
-        "rejected_lines": rejected, "rejected_by_reason": by_reason, "blank_lines": blank,
-        "skipped_files": len(skipped), "skipped_bytes": sum(s[1] for s in skipped),
-        "skipped_paths": [{"path": p, "bytes": b, "why": why} for p, b, why in skipped[:daily.MAX_LISTED]],
+        "rejected_lines": rejected, "rejected_by_reason": by_reason, "blank_lines": blank, **skipped,
     }
     log.info("read %d lines in %d files from %s: %d orders of %s .. %s loaded, %d lines of other hours, %d rejected, "
              "%d duplicate deliveries skipped, %d blank lines skipped", metrics["input_lines"], len(listing.read),

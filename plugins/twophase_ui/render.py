@@ -193,17 +193,22 @@ def _audit(report: dict | None) -> str:
                f"<th>Detail</th></tr>{rows}</table>" if rows else ""))
 
 
+def _source_of(load):
+    """The load's Source, or None when this release cannot rebuild its spec."""
+    try:
+        return load.spec().source
+    except Exception:  # noqa: BLE001 - an older or newer spec: the page shows what it can without it
+        return None
+
+
 def _source(load) -> str:
     """What the load reads of its source, fixed at begin (the source's own words), or '-'."""
     if not load.source:
         return "-"
     try:
-        return e(load.spec().source.describe(Range.from_json(load.source_range)))
-    except Exception:  # noqa: BLE001 - a spec this release cannot rebuild: its key still says which source
+        return e(_source_of(load).describe(Range.from_json(load.source_range)))
+    except Exception:  # noqa: BLE001 - a spec or range this release cannot rebuild: its key still says which source
         return e(load.source)
-
-
-_UNITS = {"kafka": "offset(s)", "files": "file(s)"}
 
 
 def _lag_at_begin(load) -> str:
@@ -211,7 +216,7 @@ def _lag_at_begin(load) -> str:
     behind = (load.source_range or {}).get("behind")
     if behind is None:
         return "-"
-    unit = _UNITS.get(load.source_range.get("kind"), "record(s)")
+    unit = getattr(_source_of(load), "unit", "record(s)")
     return (f"{behind:,} {unit} after its range when begin fixed it ({e(when(load.began_at))}); "
             "<code>python -m twophase status</code> asks the source for the lag now")
 

@@ -119,6 +119,7 @@ class Source(ABC):
     """A source as plain data: what a load's spec stores (see the module doc)."""
 
     kind: str = ""
+    unit: str = "record(s)"  # what a range's records and behind count: records, offsets or files
 
     @property
     @abstractmethod
@@ -143,5 +144,5 @@ class Source(ABC):
 
     def describe(self, fixed: Range) -> str:
         """One line on what the load reads."""
-        count = "" if fixed.records is None else f"{fixed.records} record(s)"
+        count = "" if fixed.records is None else f"{fixed.records} {self.unit}"
         return f"{self.key}: {count or 'a range'}" + (f" ({fixed.note})" if fixed.note else "")

@@ -35,6 +35,7 @@ class FilesSource(Source):
     mode: str = "new"
     cap: int = 0  # at most this many files per load in mode new (0: all there are)
     kind = "files"
+    unit = "file(s)"
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -51,7 +52,7 @@ class FilesSource(Source):
 
     def describe(self, fixed: Range) -> str:
         skipped = fixed.position.get("skipped", [])
-        return (f"{self.key}: {fixed.records} file(s), {sum(f[1] for f in fixed.position.get('files', []))} bytes"
+        return (f"{self.key}: {fixed.records} {self.unit}, {sum(f[1] for f in fixed.position.get('files', []))} bytes"
                 + (f"; {len(skipped)} not read (hidden or in a subfolder)" if skipped else "")
                 + (f" ({fixed.note})" if fixed.note else ""))
 

@@ -43,6 +43,7 @@ class KafkaSource(Source):
     cap: int = 0
     connection: str = ""
     kind = "kafka"
+    unit = "offset(s)"
 
     def __post_init__(self):
         if not self.topic or not isinstance(self.topic, str):
@@ -73,7 +74,7 @@ class KafkaSource(Source):
 
     def describe(self, fixed: Range) -> str:
         spans = sorted(((int(p), span) for p, span in fixed.position["partitions"].items()))
-        return (f"{self.key}: {fixed.records} offset(s), " + ", ".join(f"partition {p} {a}..{b}" for p, (a, b) in spans)
+        return (f"{self.key}: {fixed.records} {self.unit}, " + ", ".join(f"partition {p} {a}..{b}" for p, (a, b) in spans)
                 + (f" ({fixed.note})" if fixed.note else ""))
 
     def offsets(self, fixed: Range) -> list:
