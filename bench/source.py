@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "spark_jobs"), str(ROOT / "plugins")]
 
 from orders_sample.stream import produce  # noqa: E402 - after the path above
+from orders_sample.stream_totals import ICEBERG_COLUMNS, table_ddl  # noqa: E402
 from twophase.connections import Connections  # noqa: E402
 from twophase.ids import load_id_for  # noqa: E402
 from twophase.log import PostgresLog  # noqa: E402
@@ -60,8 +61,6 @@ from twophase.spec import LoadSpec  # noqa: E402
 from . import iceberg, jars, scratch, session  # noqa: E402
 
 JOB = ROOT / "spark_jobs" / "orders_stream_totals.py"
-ICEBERG_COLUMNS = {"customer_id": "string", "orders": "int", "revenue": "decimal(14, 2)",
-                   "first_order_at": "timestamptz", "last_order_at": "timestamptz"}
 WARM_UP_EVENTS = 50_000
 
 
@@ -95,9 +94,7 @@ class Pipeline:
         self.source = KafkaSource(topic, group=f"{scratch.TOPIC_PREFIX}{self.name}")
         self.load_ids: list[str] = []
         scratch.sql(conns.pg_dsn, f"create schema if not exists {scratch.SCHEMA}",
-                     f"create table {self.table} (customer_id text not null, orders int not null, "
-                     "revenue numeric(14, 2) not null, first_order_at timestamptz not null, "
-                     "last_order_at timestamptz not null, load_id text not null, primary key (load_id, customer_id))")
+                     table_ddl(self.table))
 
     def begin(self, log, t: dict) -> str:
         run = f"{self.name}-{len(self.load_ids)}"

@@ -21,26 +21,13 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import DAG, CronTriggerTimetable
 
+from orders_sample.stream_totals import ICEBERG_COLUMNS, table_ddl
 from twophase.audit import DuplicateKeys, ValueRange
 from twophase_airflow import IcebergTable, KafkaTopicSource, LoadConfig, Table, Topic, load_params, two_phase_load
 
 ROOT = Path(__file__).resolve().parents[1]
 
-TABLE_DDL = """
-create schema if not exists analytics;
-create table if not exists analytics.customer_stream_totals (
-    customer_id text not null,
-    orders int not null,
-    revenue numeric(14, 2) not null,
-    first_order_at timestamptz not null,
-    last_order_at timestamptz not null,
-    load_id text not null,
-    primary key (load_id, customer_id)
-);
-"""
-
-ICEBERG_COLUMNS = {"customer_id": "string", "orders": "int", "revenue": "decimal(14, 2)",
-                   "first_order_at": "timestamptz", "last_order_at": "timestamptz"}
+TABLE_DDL = "create schema if not exists analytics;\n" + table_ddl("analytics.customer_stream_totals")
 
 with DAG(
     dag_id="orders_stream_totals",
