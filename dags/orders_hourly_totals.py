@@ -73,7 +73,7 @@ with DAG(
     max_active_runs=1,
     is_paused_upon_creation=True,
     # The run's data interval is the hour: the daily `date` param has no meaning here.
-    params={k: v for k, v in load_params(min_rows=1, max_rejected_share=0.05).items() if k != "date"},
+    params=load_params(min_rows=1, max_rejected_share=0.05, pick_day=False),
     tags=["twophase", "example"],
     doc_md=__doc__,
 ):

@@ -50,8 +50,13 @@ from .prepare_operator import TwoPhasePrepareOperator
 
 
 def load_params(min_rows: int = 1, max_rejected_share: float = 0.05, mode: str = "append",
-                max_skipped_files: int = 0, approval_timeout_minutes: float = 60) -> dict[str, Param]:
+                max_skipped_files: int = 0, approval_timeout_minutes: float = 60,
+                pick_day: bool = True) -> dict[str, Param]:
     """The trigger form every two-phase load understands: the day, the gates, the mode.
+
+    `pick_day`: the form has a `date` field, to load a given day (a daily pipeline). False
+    for a pipeline whose interval is not a day (hourly, weekly, none): each run loads its
+    own data interval, and a given interval is loaded by a run with its logical date.
 
     These are also the only trigger (conf) keys begin accepts: it refuses any other key,
     so a misspelt gate cannot silently fall back to its default. Add a param here (or to
@@ -59,10 +64,12 @@ def load_params(min_rows: int = 1, max_rejected_share: float = 0.05, mode: str =
     """
     if mode not in WRITE_MODES:
         raise SpecError(f"load_params mode {mode!r} is not one of {', '.join(WRITE_MODES)}")
+    what = "day" if pick_day else "interval"
+    day = {"date": Param(None, type=["null", "string"], format="date", title="Data date",
+                         description="The day to load (YYYY-MM-DD). Empty: the run's data interval, "
+                                     "or yesterday for a manual run.")} if pick_day else {}
     return {
-        "date": Param(None, type=["null", "string"], format="date", title="Data date",
-                      description="The day to load (YYYY-MM-DD). Empty: the run's data interval, "
-                                  "or yesterday for a manual run."),
+        **day,
         "min_rows": Param(min_rows, type="integer", minimum=0, title="Minimum rows",
                           description="Quality gate: the vote aborts a load with fewer result rows."),
         "max_rejected_share": Param(max_rejected_share, type="number", minimum=0, maximum=1,
@@ -74,8 +81,8 @@ def load_params(min_rows: int = 1, max_rejected_share: float = 0.05, mode: str =
                                                "input files unread (hidden names, subfolders); the job lists "
                                                "them in the prepare log."),
         "mode": Param(mode, type="string", enum=list(WRITE_MODES), title="Write mode",
-                      description="append: load the day once (a committed day is not loaded again). "
-                                  "replace: swap the day's rows atomically for the new load's."),
+                      description=f"append: load the {what} once (a committed {what} is not loaded again). "
+                                  f"replace: swap the {what}'s rows atomically for the new load's."),
         "approval": Param(False, type="boolean", title="Ask for approval",
                           description="A person approves or rejects the audited load (the approve task's "
                                       "Required Actions) before the vote; nothing is held on the targets meanwhile."),

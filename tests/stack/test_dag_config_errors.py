@@ -138,6 +138,18 @@ def test_a_bad_mode_in_load_params_is_an_import_error(tmp_path):
     assert "load_params mode 'upsert' is not one of append, replace" in errors, errors[-2000:]
 
 
+def test_load_params_leaves_the_day_out_for_a_pipeline_whose_interval_is_not_a_day(tmp_path):
+    """The hourly example's form: no Data date (begin then refuses a `date` key), and the
+    mode speaks of the run's interval; its DAG imports."""
+    from twophase_airflow import load_params
+
+    hourly, daily = load_params(pick_day=False), load_params()
+    assert set(daily) - set(hourly) == {"date"}
+    assert hourly["mode"].description.startswith("append: load the interval once (a committed interval is not")
+    assert daily["mode"].description.startswith("append: load the day once (a committed day is not")
+    assert import_errors(tmp_path, params="load_params(pick_day=False)") == ""
+
+
 @pytest.mark.parametrize("asset, message", [
     ("table_asset('analytics')", "table_asset: postgres table 'analytics' must be schema.table with plain identifiers"),
     ("topic_asset('..')", "topic_asset: kafka topic '..' is a name Kafka refuses"),
