@@ -11,7 +11,7 @@ def build(spark, spec):
         F.format_string("c%06d", F.col("id")).alias("customer_id"), F.lit("2026-11-20").cast("date").alias("day"),
         (F.col("id") % 7 + 1).cast("int").alias("orders"), (F.col("id") / 100).cast("decimal(12,2)").alias("revenue"),
         F.lit(None).cast("string").alias("note"))
-    return Output(df, {"input_lines": 20})
+    return Output(df, {"input_lines": 20, "rejected_lines": 0})
 
 
 if __name__ == "__main__":

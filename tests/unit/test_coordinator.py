@@ -29,11 +29,12 @@ from twophase.protocol.coordinator import AlreadyCommitted, IntervalBusy, LoadAb
 from twophase.protocol.outcome import Kind
 from twophase.protocol.states import TERMINAL, State
 from twophase.protocol.voting import MinRows
-from twophase.spec import LoadSpec
+from twophase.spec import LoadSpec, SpecError
 
 ORDERS, DAILY, TOPIC = "shop.orders", "shop.daily", "orders"
 ROWS = [{"customer_id": f"c{i % 7}", "amount": i} for i in range(20)]
 N = len(ROWS)
+METRICS = {"input_lines": N, "rejected_lines": 0}  # the job's figures: every line loaded
 # name -> (targets, commit_may_fail), in the order the load describes them
 LAYOUT = {"tables": ((ORDERS, DAILY), False), "topic": ((TOPIC,), True)}
 
@@ -86,7 +87,7 @@ def prepare_and_vote(log, conns, spec, stage=None, rules=()):
     """begin, prepare (a failed prepare is left to the vote, as the DAG does), vote."""
     coordinator.begin(log, spec)
     try:
-        coordinator.prepare(log, conns, spec.load_id, frame(), {"input_lines": N}, stage=stage or LocalStage())
+        coordinator.prepare(log, conns, spec.load_id, frame(), METRICS, stage=stage or LocalStage())
     except Exception:  # noqa: BLE001 - the prepare task failed; the vote decides ABORT
         pass
     return coordinator.vote(log, conns, spec.load_id, rules)
@@ -232,6 +233,24 @@ def test_a_failed_prepare_aborts_the_load_quoting_its_root_cause(log, store, cas
     assert decided.state == State.ABORTING and decided.reason.startswith(reason), decided.reason
     coordinator.rollback(log, conns, spec.load_id)
     assert log.get(spec.load_id).state == State.ABORTED
+    assert_nothing_left(store, spec.load_id)
+
+
+def test_metrics_that_break_their_contract_fail_the_prepare_before_anything_is_staged(log, store):
+    """A misspelt figure would be read as missing (here the rejected share's gate could not
+    check it): the prepare fails naming it, and the vote quotes it."""
+    conns, spec = Conns(store), make_spec()
+    coordinator.begin(log, spec)
+    with pytest.raises(SpecError, match=r"metric 'rejected_line' is not one the product reads; did you mean "
+                                        r"'rejected_lines'\?; metric 'rejected_lines' is missing"):
+        coordinator.prepare(log, conns, spec.load_id, frame(), {"input_lines": N, "rejected_line": 2},
+                            stage=LocalStage())
+    assert [e for e in store.events if e[2] == spec.load_id] == [], "no participant was called"
+    decided = coordinator.vote(log, conns, spec.load_id)
+    assert decided.state == State.ABORTING
+    breach = "prepare failed: SpecError: the job's metrics break their contract"
+    assert decided.reason.startswith(breach), decided.reason
+    coordinator.rollback(log, conns, spec.load_id)
     assert_nothing_left(store, spec.load_id)
 
 
@@ -612,7 +631,7 @@ class _VoteDecidesFirst(MemoryLog):
 def test_a_presumed_abort_racing_the_vote_never_overwrites_its_commit_decision(store):
     log, conns, spec = _VoteDecidesFirst(), Conns(store), make_spec()
     coordinator.begin(log, spec)
-    coordinator.prepare(log, conns, spec.load_id, frame(), {"input_lines": N}, stage=LocalStage())
+    coordinator.prepare(log, conns, spec.load_id, frame(), METRICS, stage=LocalStage())
     with pytest.raises(StateConflict, match="is COMMITTING"):
         coordinator.rollback(log, conns, spec.load_id, reason="presumed abort (recovery)")
     assert log.get(spec.load_id).state == State.COMMITTING and log.get(spec.load_id).decision == "COMMIT"
@@ -623,7 +642,7 @@ def test_a_presumed_abort_racing_the_vote_never_overwrites_its_commit_decision(s
 def test_a_vote_for_abort_racing_a_vote_for_commit_keeps_the_first_decision(store):
     log, conns, spec = _VoteDecidesFirst(), Conns(store), make_spec()
     coordinator.begin(log, spec)
-    coordinator.prepare(log, conns, spec.load_id, frame(), {"input_lines": N}, stage=LocalStage())
+    coordinator.prepare(log, conns, spec.load_id, frame(), METRICS, stage=LocalStage())
     decided = coordinator.vote(log, conns, spec.load_id, rules=[MinRows(N + 1)])
     assert decided.state == State.COMMITTING and decided.decision == "COMMIT"
 

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from .. import failpoints
+from .. import metrics as job_metrics
 from ..connections import Connections
 from ..errors import ServerUnreachable, Terminal, Transient, root_cause
 from ..log import Load, StateConflict, Superseded, TransactionLog
@@ -127,7 +128,8 @@ def prepare(log: TransactionLog, conns: Connections, load_id: str, df, metrics: 
     `df`: the job's DataFrame, or {frame name: DataFrame} when targets load different
     frames (a target's `frame`; '' is the main one). Each frame is streamed once.
     `metrics`: the job's own figures (input_lines, rejected_lines...), logged for the
-    quality rules of the vote. `stage(df, stagings) -> spark_stage.Staged`: the staging
+    quality rules of the vote; held to their contract (twophase/metrics.py) before anything
+    is staged: a breach fails the prepare, naming it. `stage(df, stagings) -> spark_stage.Staged`: the staging
     pass, Spark's (spark_stage.stage) unless a test runs writers in-process.
 
     Runs in the Spark driver. Each call is a prepare attempt: it claims the next attempt
@@ -146,6 +148,7 @@ def prepare(log: TransactionLog, conns: Connections, load_id: str, df, metrics: 
     attempt = log.claim_prepare(load_id)
     parts = conns.participants(load.spec(), attempt)
     try:
+        job_metrics.check(metrics or {})
         with servers_of(parts):
             return _prepare(log, conns, load, parts, df, metrics, stage, attempt)
     except StateConflict:
