@@ -129,8 +129,9 @@ def prepare(log: TransactionLog, conns: Connections, load_id: str, df, metrics: 
     frames (a target's `frame`; '' is the main one). Each frame is streamed once.
     `metrics`: the job's own figures (input_lines, rejected_lines...), logged for the
     quality rules of the vote; held to their contract (twophase/metrics.py) before anything
-    is staged: a breach fails the prepare, naming it. `stage(df, stagings) -> spark_stage.Staged`: the staging
-    pass, Spark's (spark_stage.stage) unless a test runs writers in-process.
+    is staged: a breach fails the prepare, naming it. `stage(df, stagings) ->
+    spark_stage.Staged`: the staging pass, Spark's (spark_stage.stage) unless a test runs
+    writers in-process.
 
     Runs in the Spark driver. Each call is a prepare attempt: it claims the next attempt
     number in the log and stages under names of its own, so a retry restages from scratch

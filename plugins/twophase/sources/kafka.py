@@ -74,7 +74,8 @@ class KafkaSource(Source):
 
     def describe(self, fixed: Range) -> str:
         spans = sorted(((int(p), span) for p, span in fixed.position["partitions"].items()))
-        return (f"{self.key}: {fixed.records} {self.unit}, " + ", ".join(f"partition {p} {a}..{b}" for p, (a, b) in spans)
+        return (f"{self.key}: {fixed.records} {self.unit}, "
+                + ", ".join(f"partition {p} {a}..{b}" for p, (a, b) in spans)
                 + (f" ({fixed.note})" if fixed.note else ""))
 
     def offsets(self, fixed: Range) -> list:
