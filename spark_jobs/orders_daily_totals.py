@@ -65,6 +65,7 @@ cloudpickle.register_pickle_by_value(order_sql)
 log = logging.getLogger("orders_daily_totals")
 
 MAX_REVENUE = Decimal("999999999999.99")  # analytics.customer_daily_totals.revenue numeric(14, 2)
+MAX_REVENUE_CENTS = int(MAX_REVENUE * 100)
 MAX_REJECT_CHARS = 10_000  # a rejected line is kept up to this many characters
 MAX_LISTED = 100           # skipped files listed by path in the metrics (all are counted)
 # Spark's error when an executor cannot find a file the driver listed; it names the file's URI.
@@ -241,20 +242,21 @@ def totals(customers: DataFrame, day: str) -> DataFrame:
         F.col("orders").cast("int").alias("orders"), revenue.alias("revenue"), "first_order_at", "last_order_at")
 
 
-_BEYOND = f"{Decimal(2 ** 63 - 1) / 100:,}"  # the largest sum of cents a long holds
+_LONG_MAX = 2 ** 63 - 1  # the largest sum of cents a long holds
+_BEYOND = f"{Decimal(_LONG_MAX) / 100:,}"
 
 
 def most_cents():
     """The largest agreed sum of cents of customers_of's rows (a long's largest when a sum
     went beyond it), an aggregate: check_revenue_fits is needed when it is above the
     column's limit."""
-    return F.max(F.when(F.col("agreed"), F.coalesce("cents", F.lit(2 ** 63 - 1))))
+    return F.max(F.when(F.col("agreed"), F.coalesce("cents", F.lit(_LONG_MAX))))
 
 
 def check_revenue_fits(customers: DataFrame, day: str) -> None:
     """A day's total can outgrow the column even when every amount fits: refuse the day,
     naming the customers, rather than let the cast fail deep inside the staging pass."""
-    over = customers.where(F.col("agreed") & (F.col("cents").isNull() | (F.col("cents") > int(MAX_REVENUE * 100))))
+    over = customers.where(F.col("agreed") & (F.col("cents").isNull() | (F.col("cents") > MAX_REVENUE_CENTS)))
     over = over.select(customer_of("customer_code").alias("customer_id"), "cents").orderBy("customer_id").limit(3)
     if rows := over.collect():
         sums = [f"{Decimal(r.cents) / 100:,}" if r.cents is not None else f"beyond {_BEYOND}" for r in rows]
@@ -389,7 +391,7 @@ def build(spark: SparkSession, spec) -> Output:
     if rejected:
         keep_rejects(spark, rejected_lines, rejects, rejected)
 
-    if (dup["most_cents"] or 0) > MAX_REVENUE * 100:
+    if (dup["most_cents"] or 0) > MAX_REVENUE_CENTS:
         check_revenue_fits(customers, day)
     result = totals(customers, day)
     metrics = {
