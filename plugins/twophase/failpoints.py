@@ -23,6 +23,9 @@ POINTS = (
     "pg.before_prepare",            # vote task: promotion done, PREPARE TRANSACTION not yet sent
     "pg.after_prepare",             # vote task: PREPARE TRANSACTION done, readied vote not yet logged
     "coordinator.readied",          # vote task: every participant ready, decision not yet logged
+    "pg.last_promoted",             # vote task: a last resource's rows and COMMIT marker written, not committed
+    "pg.last_committed",            # vote task: a last resource committed, its outcome not yet returned
+    "coordinator.last_committed",   # vote task: the last resource committed, the decision not yet logged
     "coordinator.decision_logged",  # decision logged, no phase-2 action yet
     "kafka.copy_middle",            # half of the Kafka copy produced, not committed
     "kafka.copy_committed",         # Kafka copy committed, COMMIT PREPARED not yet sent

@@ -47,6 +47,10 @@ class LoadSpec:
     replaces: tuple[str, ...] = ()  # the committed loads of the interval this one replaces
     source: Any = None  # where its input comes from (twophase.sources), or None: the job's own business
     source_range: dict | None = None  # what it reads of the source, fixed at begin (sources.Range as JSON)
+    # The participant that commits last, its commit the decision (docs/adr/0011), and why
+    # it cannot prepare; both fixed at begin ('' = every participant prepares).
+    last_resource: str = ""
+    last_resource_why: str = ""
 
     def __post_init__(self):
         object.__setattr__(self, "targets", tuple(self.targets))
@@ -80,7 +84,9 @@ class LoadSpec:
     def to_log(self) -> dict:
         """The form stored in the log's `participants` column."""
         return {"targets": [target_to_json(t) for t in self.targets], "replaces": list(self.replaces),
-                **({"source": source_to_json(self.source)} if self.source is not None else {})}
+                **({"source": source_to_json(self.source)} if self.source is not None else {}),
+                **({"last_resource": {"participant": self.last_resource, "why": self.last_resource_why}}
+                   if self.last_resource else {})}
 
     @classmethod
     def from_log(cls, row: dict) -> "LoadSpec":
@@ -98,4 +104,6 @@ class LoadSpec:
             input=row.get("input") or {}, replaces=replaces,
             source=source_from_json(stored["source"]) if stored.get("source") else None,
             source_range=row.get("source_range"),
+            last_resource=stored.get("last_resource", {}).get("participant", ""),
+            last_resource_why=stored.get("last_resource", {}).get("why", ""),
         )

@@ -21,6 +21,7 @@ from twophase.gates.audit_step import AuditGate
 from twophase.ids import load_id_for
 from twophase.log import MemoryLog, StateConflict, Superseded
 from twophase.ops import recovery
+from twophase.participants import with_last_resource
 from twophase.participants.kafka import KafkaTarget
 from twophase.participants.memory import (Crashed, Faults, LocalFrame, LocalStage, MemoryParticipant, MemoryStore, MemoryUnreachable)
 from twophase.participants.postgres import PostgresTarget
@@ -35,7 +36,7 @@ ORDERS, DAILY, TOPIC = "shop.orders", "shop.daily", "orders"
 ROWS = [{"customer_id": f"c{i % 7}", "amount": i} for i in range(20)]
 N = len(ROWS)
 METRICS = {"input_lines": N, "rejected_lines": 0}  # the job's figures: every line loaded
-# name -> (targets, commit_may_fail), in the order the load describes them
+# name -> (targets, commit_may_fail[, why it cannot prepare]), in the order the load describes them
 LAYOUT = {"tables": ((ORDERS, DAILY), False), "topic": ((TOPIC,), True)}
 
 
@@ -48,9 +49,10 @@ class Conns:
 
     def participants(self, spec: LoadSpec, attempt: int = 1) -> list[MemoryParticipant]:
         self.built += 1
-        return [MemoryParticipant(self.store, spec.load_id, targets, name, may_fail, self.faults.get(name),
-                                  attempt=attempt)
-                for name, (targets, may_fail) in self.layout.items()]
+        return with_last_resource(spec, [
+            MemoryParticipant(self.store, spec.load_id, targets, name, may_fail, self.faults.get(name),
+                              attempt=attempt, commits_last=last[0] if last else "")
+            for name, (targets, may_fail, *last) in self.layout.items()])
 
     def healed(self) -> "Conns":
         """The same servers with every fault gone (a fresh process after a crash)."""
@@ -684,25 +686,30 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("point", list(CASES))
-def test_a_crash_between_any_two_hooks_is_finished_by_recovery(log, store, point, monkeypatch):
-    in_doubt, final = CASES[point]
-    aborting = point.startswith("ABORT ")
+def crash_at(point: str, monkeypatch) -> dict[str, Faults]:
+    """The faults (and failpoint) that kill the process at `point` of CASES: "tables"
+    votes no when it starts with "ABORT "."""
     where = point.removeprefix("ABORT ")
-    faults: dict[str, Faults] = {"tables": Faults(vote_no=True)} if aborting else {}
+    faults: dict[str, Faults] = {"tables": Faults(vote_no=True)} if point.startswith("ABORT ") else {}
     if where.startswith(("coordinator.", "rollback.")):
         hit = failpoints.hit
 
-        def crash_at(name):
+        def killed_at(name):
             hit(name)
             if name == where:
                 raise Crashed(f"killed at {name}")
-        monkeypatch.setattr(failpoints, "hit", crash_at)
+        monkeypatch.setattr(failpoints, "hit", killed_at)
     else:
         who, hook = where.split(".")
         hook, how = (hook.removesuffix(" done"), "crash_after") if hook.endswith(" done") else (hook, "crash")
         faults[who] = replace(faults.get(who, Faults()), fail_at={hook: how}, times=1)
-    conns, spec = Conns(store, **faults), make_spec()
+    return faults
+
+
+@pytest.mark.parametrize("point", list(CASES))
+def test_a_crash_between_any_two_hooks_is_finished_by_recovery(log, store, point, monkeypatch):
+    in_doubt, final = CASES[point]
+    conns, spec = Conns(store, **crash_at(point, monkeypatch)), make_spec()
 
     with pytest.raises(Crashed):
         run_load(log, conns, spec)

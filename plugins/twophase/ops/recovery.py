@@ -1,6 +1,8 @@
 """Recovery: resolve what crashes left in doubt, and clean orphans.
 
-- PREPARING or PREPARED past the decision deadline: presumed abort (roll back, ABORTED).
+- PREPARING or PREPARED past the decision deadline: presumed abort (roll back, ABORTED),
+  unless the load's last resource committed (its marker says so: docs/adr/0011), which
+  decided COMMIT: its commit is re-driven.
   Younger ones are left alone: their prepare or vote may still be running. The deadline
   counts from the load's begin, or, for a load that asked a person's approval, from the
   answer or from the end of the wait for one (twophase.gates.approval). A load whose
@@ -79,7 +81,9 @@ def _resolve(log, conns, load, deadline, now, run_state=None) -> Action:
     try:
         if load.state == State.PREPARED and _asking_run_ended(load, run_state):
             answered = approval.answer_approval(log, lid, False, now, run_ended=True)
-            coordinator.vote(log, conns, lid, gates=[approval.ApprovalGate(required=True)])
+            decided = coordinator.vote(log, conns, lid, gates=[approval.ApprovalGate(required=True)])
+            if decided.state == State.COMMITTING:  # its last resource had committed: that was the decision
+                return _committed_last(log, conns, lid, "its last resource had committed before the rejection")
             outcomes = coordinator.rollback(log, conns, lid)
             return Action(lid, "rejected, rolled back", f"{approval.describe(answered.approval)}; {_describe(outcomes)}")
         if load.state in (State.PREPARING, State.PREPARED):
@@ -88,8 +92,11 @@ def _resolve(log, conns, load, deadline, now, run_state=None) -> Action:
             if now - since < deadline:
                 waits = approval.describe(load.approval) if load.approval else f"began {_minutes(now - since)} ago"
                 return Action(lid, "waiting", f"{load.state}, {waits}; presumed abort {_minutes(deadline)} after {after}")
-            outcomes = coordinator.rollback(log, conns, lid, reason=(
-                f"presumed abort: no decision {_minutes(deadline)} after {after} (recovery)"))
+            try:
+                outcomes = coordinator.rollback(log, conns, lid, reason=(
+                    f"presumed abort: no decision {_minutes(deadline)} after {after} (recovery)"))
+            except coordinator.DecidedCommit as exc:
+                return _committed_last(log, conns, lid, str(exc))
             return Action(lid, "presumed abort", _describe(outcomes))
         if load.state == State.COMMITTING:
             return Action(lid, "commit re-driven", _describe(coordinator.commit(log, conns, lid)))
@@ -104,6 +111,11 @@ def _resolve(log, conns, load, deadline, now, run_state=None) -> Action:
         return Action(lid, "left to its pipeline", f"it changed while recovery looked at it: {exc}")
     except Exception as exc:  # noqa: BLE001 - one load's failure must not stop the others' recovery
         return Action(lid, "failed", f"recovery could not resolve it: {root_cause(exc)}")
+
+
+def _committed_last(log, conns, lid: str, why: str) -> Action:
+    """A load whose last resource committed before its decision was logged: it commits."""
+    return Action(lid, "commit re-driven", f"{why}; {_describe(coordinator.commit(log, conns, lid))}")
 
 
 def _asking_run_ended(load, run_state) -> bool:

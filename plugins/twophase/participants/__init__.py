@@ -34,16 +34,30 @@ def participants_of(spec: LoadSpec, conns: Connections, attempt: int = 1) -> lis
     groups: dict[tuple[str, str, str], list] = {}
     for target in spec.targets:
         groups.setdefault((target.kind, target.connection, kinds[target.kind].group_of(target)), []).append(target)
-    return [kinds[kind](conns.address(kind, connection), targets, spec.load_id,
-                        participant_name(kind, connection, group), attempt)
-            for (kind, connection, group), targets in groups.items()]
+    return with_last_resource(spec, [kinds[kind](conns.address(kind, connection), targets, spec.load_id,
+                                                 participant_name(kind, connection, group), attempt)
+                                     for (kind, connection, group), targets in groups.items()])
+
+
+def with_last_resource(spec: LoadSpec, parts: list[Participant]) -> list[Participant]:
+    """`parts`, the one begin chose as the load's last resource (spec.last_resource)
+    marked so (docs/adr/0011)."""
+    for p in parts:
+        p.last_resource = p.name == spec.last_resource
+    return parts
+
+
+def last_resource_of(participants: list[Participant]) -> Participant | None:
+    return next((p for p in participants if p.last_resource), None)
 
 
 def commit_order(participants: list[Participant]) -> list[Participant]:
-    """Those whose commit can still fail for good after a yes vote first (the likeliest to
-    fail, by `commit_risk`, first of all), then the others; by name within each, so every
-    attempt of a load commits in the same order (docs/adr/0001-commit-order.md)."""
-    return sorted(participants, key=lambda p: (not p.commit_may_fail, -p.commit_risk, p.name))
+    """The load's last resource first (in phase 2 its commit is done already: it was the
+    decision, docs/adr/0011), then those whose commit can still fail for good after a yes
+    vote (the likeliest to fail, by `commit_risk`, first of all), then the others; by name
+    within each, so every attempt of a load commits in the same order
+    (docs/adr/0001-commit-order.md)."""
+    return sorted(participants, key=lambda p: (not p.last_resource, not p.commit_may_fail, -p.commit_risk, p.name))
 
 
 def sweep_all(conns: Connections, state_of, pipeline: str | None = None) -> list:

@@ -6,6 +6,7 @@ in-memory store for tests. It writes one or more *targets* of its kind (tables, 
 each named uniquely in the load. The coordinator drives every participant through the
 same hooks and never looks inside their data:
 
+    begin       must_commit_last()        why it cannot prepare and must commit last, or ''
     driver      stage(frames)             make staging; returns writers for the executors
     executors   PartitionWriter           open(partition, attempt) / write(batch)* / close()
     driver      prepare(marks, reports)   check what was staged, holding nothing; vote
@@ -17,6 +18,8 @@ same hooks and never looks inside their data:
     vote task   ready(vote) -> Vote       right before the decision: make the load ready to
                                           commit (take what commit needs: a prepared
                                           transaction) and check the staging is still whole
+    vote task   commit(vote) of the load's last resource, after every other is ready: the
+                decision; decided() first, claim_abort() before any ABORT is decided
     phase 2     commit(vote) | abort(vote or None), then clean_up(vote); before commit,
                 carry_source(source, range, address): a source position to commit with it
     any time    visible(load_ids)         what real readers see of the loads (verify, tests)
@@ -60,6 +63,22 @@ Rules every implementation keeps (the contract suite, tests/contract, checks the
   Kafka copy can: its staged records expired, the topic was deleted). The coordinator
   commits those participants first, the likeliest to fail (`commit_risk`) first of all
   (docs/adr/0001-commit-order.md).
+
+A participant that cannot prepare (a Postgres server with max_prepared_transactions = 0)
+may still join a load as its *last resource* (docs/adr/0011), if its kind can
+(`can_commit_last`) and no other participant of the load must: begin asks each
+(`must_commit_last`) and records the one in the load; `last_resource` is then set on every
+instance of it. Its commit is one local transaction that makes the load visible and writes
+a marker of the decision in the same place, and the vote runs it after every other
+participant is ready: that commit *is* the load's decision. So:
+
+- commit writes the COMMIT marker with the data, atomically; it is ALREADY_DONE when the
+  marker says COMMIT, and FAILED (nothing visible) when it says ABORT;
+- `claim_abort` writes the ABORT marker unless COMMIT is there, and returns the decision
+  that stands; every path that decides ABORT after the load was PREPARED calls it first,
+  and abort calls it too, so ABORT and COMMIT can never both be recorded;
+- `decided` reads the marker: the vote asks it before anything else, as an earlier vote
+  may have committed the last resource and died before logging the decision.
 """
 
 from __future__ import annotations
@@ -140,6 +159,10 @@ class Participant(ABC):
     # Readers keep seeing a committed load's data after a later load replaced its interval
     # (a topic is a log: it cannot be rewritten); tables drop the replaced rows.
     append_only: ClassVar[bool] = False
+    # This kind can commit as a load's last resource (see the module docstring).
+    can_commit_last: ClassVar[bool] = False
+    # This instance is its load's last resource (participants_of sets it from the load).
+    last_resource: bool = False
 
     name: str            # unique in the load: the key of its vote in the log
     load_id: str
@@ -175,6 +198,25 @@ class Participant(ABC):
         left for the latest attempt or the sweep. Never raises. The default has nothing of
         its own to drop (staging that only the vote's names can promote)."""
         return ""
+
+    def must_commit_last(self) -> str:
+        """Begin, before anything is staged: why this participant cannot prepare and must
+        commit as the load's last resource (one line naming the setting, shown with the
+        load), or '' when it prepares. ServerUnreachable when it cannot tell now. Only a
+        kind that `can_commit_last` says so. The default: ''."""
+        return ""
+
+    def decided(self) -> str | None:
+        """A last resource: the load's decision its marker records, "COMMIT" or "ABORT";
+        None when none is recorded yet. ServerUnreachable when it cannot tell now."""
+        raise NotImplementedError(f"{self.kind} participants cannot commit as a last resource")
+
+    def claim_abort(self) -> str:
+        """A last resource: record the load's ABORT in its marker unless COMMIT is there,
+        waiting for a commit still running, and return the decision that stands: "ABORT"
+        (its commit can never happen now) or "COMMIT" (it committed: the load must too).
+        Idempotent. ServerUnreachable when it cannot tell now."""
+        raise NotImplementedError(f"{self.kind} participants cannot commit as a last resource")
 
     def budget(self, vote: Vote, earlier: list[dict], staged_since: datetime) -> str:
         """Vote task, before ready(): '' when the commit fits this participant's settings,

@@ -37,7 +37,8 @@ from ..spec import SpecError
 from .contract import Participant, PartitionWriter, Staging, Swept
 
 KIND = "memory"
-HOOKS = ("stage", "open", "write", "close", "prepare", "ready", "commit", "abort", "clean_up")
+HOOKS = ("stage", "open", "write", "close", "prepare", "ready", "commit", "abort", "clean_up", "decided",
+         "claim_abort")
 HOWS = ("retry", "fail", "down", "raise", "raise_after", "crash", "crash_after")
 
 _STORES: "weakref.WeakValueDictionary[str, MemoryStore]" = weakref.WeakValueDictionary()
@@ -105,6 +106,7 @@ class MemoryStore:
     aborted   {(participant, load_id)}                             abort done here
     held      {(participant, load_id)}                             what blocks others (none by the
                                                                    honest participant; tests' liars)
+    decisions {(participant, load_id): "COMMIT" | "ABORT"}          a last resource's markers
     events    [(hook, participant, load_id)]                       every effect, in order
     """
 
@@ -115,6 +117,7 @@ class MemoryStore:
         self.committed: dict[tuple[str, str], dict[str, list[dict]]] = {}
         self.aborted: set[tuple[str, str]] = set()
         self.held: set[tuple[str, str]] = set()
+        self.decisions: dict[tuple[str, str], str] = {}
         self.events: list[tuple[str, str, str]] = []
         self.calls: dict[tuple[str, str, str], int] = {}
         self.lock = threading.RLock()
@@ -199,17 +202,20 @@ class MemoryParticipant(Participant):
     """One in-memory resource writing `targets`; see the module docstring."""
 
     kind = KIND
+    can_commit_last = True
 
     def __init__(self, store: MemoryStore, load_id: str, targets: Iterable[str] = ("memory.rows",),
                  name: str = KIND, commit_may_fail: bool = False, faults: Faults | None = None,
-                 columns: list[str] | None = None, attempt: int = 1):
+                 columns: list[str] | None = None, attempt: int = 1, commits_last: str = ""):
         """`name`: its key in the load (votes, store). `targets`: the names it writes.
         `commit_may_fail`: this instance commits first (as a Kafka copy does). `faults`:
         what it does wrong (Faults). `columns`: the columns its targets take (stage refuses
-        a frame without them; None: every column of the frame)."""
+        a frame without them; None: every column of the frame). `commits_last`: why it
+        cannot prepare (what must_commit_last says; '' = it can)."""
         self.store, self.load_id, self.name, self.attempt = store, load_id, name, attempt
         self.targets = tuple(targets)
         self.commit_may_fail = commit_may_fail
+        self.commits_last = commits_last
         self.faults = faults or Faults()
         self.columns = columns
         self.endpoint = store.endpoint
@@ -296,9 +302,27 @@ class MemoryParticipant(Participant):
             rows = copy.deepcopy((self.store.prepared.get(self._ready) or {}).get(target, []))
         return ArrowRows(target, pa.Table.from_pylist(rows))
 
+    def must_commit_last(self) -> str:
+        return self.commits_last
+
+    def decided(self) -> str | None:
+        _fault(self, "decided")
+        with self.store.lock:
+            return self.store.decisions.get(self._key)
+
+    def claim_abort(self) -> str:
+        """The ABORT marker, unless the COMMIT one is there (one lock: the last resource's
+        commit and this never interleave)."""
+        _fault(self, "claim_abort")
+        with self.store.lock:
+            decision = self.store.decisions.setdefault(self._key, "ABORT")
+        _fault(self, "claim_abort", after=True)
+        return decision
+
     def commit(self, vote: Vote) -> Outcome:
         """DONE; ALREADY_DONE when committed before; FAILED when aborted here or when the
-        prepared data is gone (lose_prepared, MemoryStore.lose)."""
+        prepared data is gone (lose_prepared, MemoryStore.lose). As the last resource, the
+        commit and its COMMIT marker in one step; FAILED when the ABORT marker is there."""
         if (outcome := _fault(self, "commit")):
             return outcome
         with self.store.lock:
@@ -307,7 +331,7 @@ class MemoryParticipant(Participant):
             if self._key in self.store.committed:
                 outcome = Outcome(self.name, Kind.ALREADY_DONE, counts=self._counts(self.store.committed),
                                   visible=self._visible())
-            elif self._key in self.store.aborted:
+            elif self._key in self.store.aborted or self.store.decisions.get(self._key) == "ABORT":
                 outcome = Outcome(self.name, Kind.FAILED, f"load {self.load_id} was aborted in {self.name}; "
                                   "it cannot be committed")
             elif self._ready not in self.store.prepared:
@@ -315,6 +339,8 @@ class MemoryParticipant(Participant):
                                   f"{self.load_id} no longer exists and was not committed: it is lost")
             else:
                 self.store.committed[self._key] = self._drop_prepared()
+                if self.last_resource:
+                    self.store.decisions[self._key] = "COMMIT"
                 self.store.events.append(("commit", self.name, self.load_id))
                 outcome = Outcome(self.name, Kind.DONE, counts=self._counts(self.store.committed),
                                   visible=self._visible())
@@ -327,6 +353,8 @@ class MemoryParticipant(Participant):
         if (outcome := _fault(self, "abort")):
             return outcome
         with self.store.lock:
+            if self.last_resource:
+                self.store.decisions.setdefault(self._key, "ABORT")
             if self._key in self.store.committed:
                 outcome = Outcome(self.name, Kind.FAILED, f"load {self.load_id} is already committed in "
                                   f"{self.name}; it cannot be rolled back")

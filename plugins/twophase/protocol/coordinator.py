@@ -28,7 +28,7 @@ from .. import metrics as job_metrics
 from ..connections import Connections
 from ..errors import ServerUnreachable, Terminal, Transient, root_cause
 from ..log import Load, StateConflict, Superseded, TransactionLog
-from ..participants import commit_order
+from ..participants import commit_order, last_resource_of
 from ..participants.contract import Participant, outcome_of, servers_of
 from ..spec import LoadSpec
 from . import lease, sourcing
@@ -63,6 +63,15 @@ class AlreadyCommitted(Terminal):
 
 class IntervalBusy(Terminal):
     """Another load of the same pipeline and data interval is still in flight."""
+
+
+class TwoLastResources(Terminal):
+    """More than one participant of the load cannot prepare: it cannot be atomic."""
+
+
+class DecidedCommit(Terminal):
+    """A rollback found that the load's last resource had committed: the decision is
+    COMMIT (logged now), and the load's commit must be driven instead."""
 
 
 @contextmanager
@@ -100,12 +109,38 @@ def begin(log: TransactionLog, spec: LoadSpec, conns: Connections | None = None,
       logged), and logged with the load;
     - an empty range: NothingToRead when `empty` is "skip" (nothing logged), else an empty
       load is begun.
+    Which participant commits last (docs/adr/0011), asked of each through `conns`: the
+    one that cannot prepare is recorded with the load, why included; two or more:
+    TwoLastResources, nothing logged.
     """
     log.ensure_schema()
+    if conns is not None:
+        spec = _with_last_resource(spec, conns)
     load, _created = log.begin(spec, plan=lambda others: _plan(spec, others),
                                fix=lambda planned, others: sourcing.fix(planned, others, conns, empty,
                                                                         log.skips(spec.source.key)))
     return load
+
+
+def _with_last_resource(spec: LoadSpec, conns: Connections) -> LoadSpec:
+    """The spec with the participant that must commit last, if one must (`must_commit_last`)."""
+    parts = conns.participants(spec)
+    try:
+        with servers_of(parts):
+            last = {p.name: why for p in parts if (why := p.must_commit_last())}
+    except ServerUnreachable as exc:
+        raise RetryLater(str(exc)) from None
+    if len(last) > 1:
+        raise TwoLastResources(
+            f"load {spec.load_id} cannot be atomic: " + "; ".join(f"{name} cannot prepare ({why})"
+                                                                  for name, why in last.items())
+            + ". At most one participant of a load may commit without preparing, as its last resource: let all "
+            "but one prepare (Postgres: max_prepared_transactions above 0 in postgresql.conf, then a restart), or "
+            "load them in pipelines of their own. Nothing was staged.")
+    if not last:
+        return replace(spec, last_resource="", last_resource_why="")
+    (name, why), = last.items()
+    return replace(spec, last_resource=name, last_resource_why=why)
 
 
 def _plan(spec: LoadSpec, others: list[Load]) -> LoadSpec:
@@ -228,6 +263,12 @@ def vote(log: TransactionLog, conns: Connections, load_id: str, rules=(), gates=
     each participant's ready() takes what its
     commit needs (a prepared transaction) and checks its staging is still whole; its
     readied vote replaces the prepared one. A no from ready aborts, naming why.
+
+    A load with a last resource (docs/adr/0011): its marker is read first, and a decision
+    it records (an earlier vote committed it and died before logging) is the decision.
+    Else, once every other participant is ready, its commit is the decision: done, COMMIT
+    is logged; failed, ABORT. Before ABORT is logged its ABORT marker is claimed, and if
+    the marker says COMMIT after all (a concurrent vote committed it), COMMIT is logged.
     """
     with step(log, load_id, conns) as (load, parts):
         return _vote(log, load, parts, rules, gates)
@@ -237,16 +278,26 @@ def _vote(log: TransactionLog, load: Load, parts: list[Participant], rules, gate
     load_id = load.load_id
     if load.state not in (State.PREPARING, State.PREPARED):
         return load
+    last = last_resource_of(parts)
     if load.state == State.PREPARING:
         reasons = [f"prepare failed: {load.prepare_error}" if load.prepare_error
                    else "prepare did not finish (the Spark job failed or was never run)"]
+    elif last is not None and (marked := last.decided()) is not None:
+        # An earlier vote committed the last resource (or a rollback claimed its ABORT) and
+        # died before logging the decision: that marker is the decision. Nobody is readied
+        # again: a prepared transaction rolled back to prepare anew could be lost meanwhile.
+        reasons = [] if marked == "COMMIT" else [f"{last.name}, the load's last resource, records ABORT: a "
+                                                 "rollback decided it before this vote"]
     else:
         votes = log.votes(load_id)
         reasons = reasons_to_abort({p.name: p.targets for p in parts}, votes, _expected(load), list(rules),
                                    load.metrics, load.expected_rows)
         reasons += [reason for gate in gates for reason in gate.reasons(load)]
         if not reasons:
-            reasons = _over_budget(log, load, parts, votes) or _make_ready(log, load, parts, votes)
+            reasons = (_over_budget(log, load, parts, votes) or _make_ready(log, load, parts, votes)
+                       or _commit_last(log, load_id, last))
+    if reasons and last is not None and last.claim_abort() == "COMMIT":
+        reasons = []  # a concurrent vote committed the last resource: that was the decision
     try:
         if reasons:
             decided, _ = log.transition(load_id, State.ABORTING, expect=[State.PREPARING, State.PREPARED],
@@ -259,6 +310,24 @@ def _vote(log: TransactionLog, load: Load, parts: list[Participant], rules, gate
             raise
     failpoints.hit("coordinator.decision_logged")
     return decided
+
+
+def _commit_last(log: TransactionLog, load_id: str, last: Participant | None) -> list[str]:
+    """The last resource's commit, once every other participant is ready: the load's
+    decision (docs/adr/0011). [] when it committed, else why the load aborts. Its outcome
+    unknown (a server lost during COMMIT): RetryLater, the load still PREPARED; the
+    retried vote, or recovery, learns it from the marker."""
+    if last is None:
+        return []
+    vote = log.votes(load_id)[last.name]  # as ready() left it
+    outcome = outcome_of(last, "commit", lambda: last.commit(vote))
+    if outcome.kind == Kind.RETRY_LATER:
+        raise RetryLater(f"{outcome.describe()}; its commit is the load's decision: a retried vote, or recovery, "
+                         "reads from its marker whether it committed")
+    failpoints.hit("coordinator.last_committed")
+    if outcome.kind == Kind.FAILED:
+        return [f"{last.name}, the load's last resource, did not commit: {outcome.reason}"]
+    return []
 
 
 def _expected(load: Load) -> dict[str, int] | None:
@@ -429,7 +498,9 @@ def rollback(log: TransactionLog, conns: Connections, load_id: str, reason: str 
     discard everything the load staged, then log ABORTED.
 
     From PREPARING or PREPARED (prepare failed, or recovery presumes abort) it first
-    logs the ABORT decision with `reason`. Never touches the target topic.
+    logs the ABORT decision with `reason`; for a load with a last resource, once its ABORT
+    marker is held (claim_abort), or, when the marker says it committed, logs COMMIT
+    instead and raises DecidedCommit. Never touches the target topic.
     """
     with step(log, load_id, conns) as (load, parts):
         return _rollback(log, load, parts, reason)
@@ -440,6 +511,12 @@ def _rollback(log: TransactionLog, load: Load, parts: list[Participant], reason:
     if load.state == State.ABORTED:
         return []
     if load.state in (State.PREPARING, State.PREPARED):
+        last = last_resource_of(parts)
+        if last is not None and last.claim_abort() == "COMMIT":
+            log.transition(load_id, State.COMMITTING, expect=[State.PREPARING, State.PREPARED])
+            raise DecidedCommit(f"load {load_id} cannot be rolled back: {last.name}, its last resource, committed "
+                                "before the decision was logged, so the decision is COMMIT (logged now); its commit "
+                                "finishes it (recovery drives it)")
         # `expect`: a vote that decided COMMIT since the read above wins; this raises
         # StateConflict rather than overwrite a logged decision (COMMITTING -> ABORTING is
         # the commit step's move alone).
