@@ -40,7 +40,7 @@ from twophase.participants.contract import Participant, Swept
 from twophase.participants.memory import LocalFrame, LocalStage, MemoryParticipant, MemoryStore
 from twophase.protocol.votes import Vote
 
-IMPLEMENTATIONS = ("memory", "postgres", "kafka", "iceberg")
+IMPLEMENTATIONS = ("memory", "memory-last", "postgres", "postgres-last", "kafka", "iceberg")
 LIAR_ENV = "TWOPHASE_CONTRACT_LIARS"  # set: the suite runs against each liar of liars.py too ("liar-<name>")
 ROWS = 30          # rows per load
 PARTITIONS = 3     # Spark partitions (partition 0 gets several batches)
@@ -194,6 +194,15 @@ class MemoryHarness(Harness):
 # -- the real participants ---------------------------------------------------------------------
 
 
+class MemoryLastHarness(MemoryHarness):
+    """The in-memory participant as a load's last resource (docs/adr/0011)."""
+
+    def participant(self, load_id: str, attempt: int = 1) -> MemoryParticipant:
+        p = super().participant(load_id, attempt)
+        p.last_resource = True
+        return p
+
+
 class SparkHarness(Harness):
     """Stages make_df's rows (tests/support) with the session's Spark."""
 
@@ -297,13 +306,17 @@ class PostgresHarness(SparkHarness):
 
     def lose_staged(self, load_id, vote):
         """Empty the load's staging tables, as Postgres crash recovery does to unlogged tables."""
+        self._each_staging_table(load_id, "truncate")
+
+    def _each_staging_table(self, load_id: str, statement: str) -> None:
+        """`statement` (truncate, drop table) on each of the load's staging tables."""
         conn = self._connect()
         try:
             with conn.cursor() as cur:
                 tables = self._staging_tables(cur, load_id)
                 assert tables, "nothing was staged to lose"
                 for table in tables:
-                    cur.execute(f"truncate {ids.STAGING_SCHEMA}.{table}")
+                    cur.execute(f"{statement} {ids.STAGING_SCHEMA}.{table}")
         finally:
             conn.close()
 
@@ -335,6 +348,26 @@ class PostgresHarness(SparkHarness):
                     cur.execute(f"drop table if exists {table}")
         finally:
             conn.close()
+
+
+class PostgresLastHarness(PostgresHarness):
+    """Postgres as a load's last resource (docs/adr/0011): no prepared transaction; its
+    commit is one local transaction with its decision's marker. Its prepared data is its
+    staging, which an operator loses by dropping it."""
+
+    holds_when_ready = False
+
+    def __init__(self, request):
+        super().__init__(request)
+        self.targets = [replace(t, prepared=False) for t in self.targets]
+
+    def participant(self, load_id, attempt=1):
+        p = super().participant(load_id, attempt)
+        p.last_resource = True
+        return p
+
+    def lose_prepared(self, load_id, vote):
+        self._each_staging_table(load_id, "drop table")
 
 
 class KafkaHarness(SparkHarness):
@@ -448,8 +481,9 @@ class IcebergHarness(SparkHarness):
         drop_iceberg_table(self.targets[0].table)
 
 
-HARNESSES: dict[str, type[Harness]] = {"memory": MemoryHarness, "postgres": PostgresHarness, "kafka": KafkaHarness,
-                                       "iceberg": IcebergHarness}
+HARNESSES: dict[str, type[Harness]] = {"memory": MemoryHarness, "memory-last": MemoryLastHarness,
+                                       "postgres": PostgresHarness, "postgres-last": PostgresLastHarness,
+                                       "kafka": KafkaHarness, "iceberg": IcebergHarness}
 
 
 def implementations() -> list[str]:

@@ -3,6 +3,8 @@ package's docstring tells the protocol."""
 
 from __future__ import annotations
 
+import json
+
 import psycopg2
 import psycopg2.errors
 from psycopg2 import sql
@@ -13,19 +15,26 @@ from ...protocol.outcome import Kind, Outcome
 from ...protocol.votes import Vote
 from ...server_errors import postgres_unreachable, servers
 from ..contract import Participant, Staging, Swept
-from .server import (MARKERS, PART_COLUMN, PostgresConfigError, _autocommit, _connect, _rollback_gid, drop_staging_table, ensure_schemas, grants_needed, prepared_gids, rollback_gid, staging_tables)
+from .server import (DECISIONS, MARKERS, PART_COLUMN, PostgresConfigError, _autocommit, _connect, _exists,
+                     _rollback_gid, drop_staging_table, ensure_decisions, ensure_schemas, grants_needed, prepared_gids,
+                     rollback_gid, staging_tables)
 from .target import PostgresTarget
 from .writer import PostgresWriter
 
 NAME = "postgres"
+_CANNOT_PREPARE = ("the Postgres server has max_prepared_transactions = 0, so it cannot take part in a two-phase "
+                   "commit: set max_prepared_transactions above the number of loads in flight (postgresql.conf) "
+                   "and restart it")
 
 
 class PostgresParticipant(Participant):
-    """The load's tables in one Postgres database: one prepared transaction covers them all."""
+    """The load's tables in one Postgres database: one prepared transaction covers them all,
+    or, as the load's last resource, one local transaction that also writes the decision."""
 
     kind = NAME
     executor_packages = ("psycopg2", "pyarrow")  # what writer.py imports on executors (spark/executors.py)
     commit_may_fail = False  # COMMIT PREPARED of a prepared transaction cannot fail for good
+    can_commit_last = True
 
     def __init__(self, dsn: str, targets, load_id: str, name: str = NAME, attempt: int = 1):
         self.dsn = self.endpoint = dsn
@@ -48,24 +57,44 @@ class PostgresParticipant(Participant):
         """The prepare attempts before this one: whatever they left is stray by now."""
         return range(1, self.attempt)
 
+    # -- begin ------------------------------------------------------------------------
+    def must_commit_last(self) -> str:
+        """Why this database commits as the load's last resource: its tables ask for it
+        (prepared=False), or its server cannot prepare (max_prepared_transactions = 0)
+        and they do not insist (prepared=True: PostgresConfigError); '' when it prepares."""
+        wants = {t.prepared for t in self.tables}
+        if len(wants) > 1:
+            raise SpecError(f"the tables of {self.name} ({', '.join(self.targets)}) disagree on `prepared`: one "
+                            "transaction commits them all, so give them the same value (or leave it None)")
+        want = wants.pop()
+        if want is False:
+            return "its tables ask for it (prepared=False)"
+        with _autocommit(self.dsn) as cur:
+            cur.execute("show max_prepared_transactions")
+            allowed = int(cur.fetchone()[0])
+        if allowed:
+            return ""
+        if want:
+            raise PostgresConfigError(_CANNOT_PREPARE + " (its tables ask for prepared=True). Nothing was staged.")
+        return "its server has max_prepared_transactions = 0"
+
     # -- stage ------------------------------------------------------------------------
     def stage(self, frames) -> Staging:
         """Make a fresh staging table per table of this load and attempt. Idempotent;
         discards what earlier attempts prepared and staged.
 
         Fails with PostgresConfigError, before writing anything, when the server cannot
-        prepare transactions or a table is missing or has no load_id column, with
+        prepare transactions (unless this is the load's last resource) or a table is
+        missing or has no load_id column, with
         MissingPrivilege when the role lacks a grant (server.grants_needed), and with
         SpecError when a table's frame lacks one of its columns.
         """
         with _autocommit(self.dsn) as cur:
-            cur.execute("show max_prepared_transactions")
-            if int(cur.fetchone()[0]) == 0:
-                raise PostgresConfigError(
-                    "the Postgres server has max_prepared_transactions = 0, so it cannot take part in a "
-                    "two-phase commit: set max_prepared_transactions above the number of loads in flight "
-                    "(postgresql.conf) and restart it. Nothing was written.")
-            privileges.require(cur, grants_needed(self.tables))  # before anything is written
+            if not self.last_resource:
+                cur.execute("show max_prepared_transactions")
+                if int(cur.fetchone()[0]) == 0:
+                    raise PostgresConfigError(_CANNOT_PREPARE + ". Nothing was written.")
+            privileges.require(cur, grants_needed(self.tables, self.last_resource))  # before anything is written
             columns = {}
             for target in self.tables:
                 columns[target.table] = table_columns = self.target_columns(cur, target)
@@ -80,7 +109,7 @@ class PostgresParticipant(Participant):
             # PREPARE, or a zombie still running: its staging tables go, so its writes fail).
             self._discard_earlier(cur)
             _rollback_gid(cur, self.gid)
-            ensure_schemas(cur)
+            ensure_schemas(cur, self.last_resource)
             for target in self.tables:
                 staging = self.staging[target.table]
                 cur.execute(f"drop table if exists {staging}")
@@ -117,11 +146,8 @@ class PostgresParticipant(Participant):
 
         Votes no when a table's staging holds other than the rows Spark staged for it.
         """
-        counts = {}
         with _autocommit(self.dsn) as cur:
-            for target in self.tables:
-                cur.execute(f"select count(*) from {self.staging[target.table]}")
-                counts[target.table] = cur.fetchone()[0]
+            counts = self._staged_counts(cur)
         failpoints.hit("pg.prepared")
         first = self.tables[0]
         committable = {"gid": self.gid, "table": first.table, "mode": first.mode,
@@ -138,9 +164,15 @@ class PostgresParticipant(Participant):
         Repeatable: a retried vote rolls back what an earlier ready prepared and promotes
         again. Votes no (with nothing left prepared) when a staging table no longer holds
         the rows prepare counted: a Postgres crash restart empties unlogged tables.
+
+        The load's last resource takes nothing: it checks its staging is whole (the commit
+        checks it again, in its own transaction).
         """
+        if self.last_resource:
+            with _autocommit(self.dsn) as cur:
+                wrong = self._dropped_staging(cur) or _not_as_voted(self._staged_counts(cur), vote)
+            return vote.no(wrong) if wrong else vote
         conn = _connect(self.dsn)
-        counts, deleted = {}, {}
         try:
             with servers(pg_dsn=self.dsn), conn.cursor() as cur:
                 # An earlier attempt that prepared after this one staged (a zombie), or an
@@ -152,15 +184,10 @@ class PostgresParticipant(Participant):
                 if gone:
                     return vote.no(gone)
                 cur.execute("begin")
-                for target in self.tables:
-                    counts[target.table], deleted[target.table] = self._promote(cur, target)
-                # The promote's own row count checks staging: no second scan of it.
-                wrong = [f"{where} holds {rows} rows, not the {staged} staged: it was emptied while the load "
-                         "waited (a Postgres crash restart truncates unlogged tables)"
-                         for where, rows, staged in _compared(counts, vote)]
+                counts, deleted, wrong = self._promote_all(cur, vote)
                 if wrong:
                     cur.execute("rollback")
-                    return vote.no("; ".join(wrong))
+                    return vote.no(wrong)
                 cur.execute(f"insert into {MARKERS} (gid, load_id, rows, deleted) values (%s, %s, %s, %s)",
                             (self.gid, self.load_id, sum(counts.values()), sum(deleted.values())))
                 # Staging is dropped after COMMIT PREPARED (clean_up), not in here: a dropped
@@ -183,6 +210,13 @@ class PostgresParticipant(Participant):
 
         return PostgresRows(self.dsn, target, self.staging[target])
 
+    def _staged_counts(self, cur) -> dict[str, int]:
+        counts = {}
+        for target in self.tables:
+            cur.execute(f"select count(*) from {self.staging[target.table]}")
+            counts[target.table] = cur.fetchone()[0]
+        return counts
+
     def _dropped_staging(self, cur) -> str:
         """'' when every staging table still exists, else which are gone."""
         gone = []
@@ -192,6 +226,15 @@ class PostgresParticipant(Participant):
             if cur.fetchone()[0] is None:
                 gone.append(f"staging table {staging} of {target.table} is gone (dropped outside the protocol)")
         return "; ".join(gone)
+
+    def _promote_all(self, cur, vote: Vote) -> tuple[dict[str, int], dict[str, int], str]:
+        """Every table's _promote, in the caller's transaction: (rows inserted, rows
+        deleted, per table; '', else why they are not the rows the vote counted). The
+        promotion's own row count checks staging: no second scan of it."""
+        counts, deleted = {}, {}
+        for target in self.tables:
+            counts[target.table], deleted[target.table] = self._promote(cur, target)
+        return counts, deleted, _not_as_voted(counts, vote)
 
     def _promote(self, cur, target: PostgresTarget) -> tuple[int, int]:
         """Delete the replaced rows (mode replace) and insert the table's staged rows with
@@ -214,7 +257,9 @@ class PostgresParticipant(Participant):
         """COMMIT PREPARED. Handles: done now; done before (marker visible); the prepared
         transaction gone without its marker (rolled back outside the protocol, or by an
         abort: FAILED); a lock or a conflict (RETRY_LATER); server down (ServerUnreachable,
-        which outcome_of makes RETRY_LATER)."""
+        which outcome_of makes RETRY_LATER). The load's last resource: _commit_last."""
+        if self.last_resource:
+            return self._commit_last(vote)
         try:
             with _autocommit(self.dsn) as cur:
                 try:
@@ -234,6 +279,78 @@ class PostgresParticipant(Participant):
         except psycopg2.OperationalError as exc:  # a lock or a conflict
             return Outcome(self.name, Kind.RETRY_LATER, one_line(str(exc)))
 
+    def _commit_last(self, vote: Vote) -> Outcome:
+        """As the load's last resource, in one local transaction: the COMMIT marker first
+        (its key waits for, then refuses, an ABORT claimed meanwhile), then every table's
+        promotion, checked against the vote, then COMMIT, which is the load's decision.
+        Handles: done now; done before (ALREADY_DONE, from the marker); ABORT claimed first,
+        or staging lost (FAILED, nothing visible); a lock or a conflict (RETRY_LATER); the
+        server lost, even during COMMIT (ServerUnreachable: the marker tells a retry)."""
+        conn = _connect(self.dsn)
+        try:
+            with servers(pg_dsn=self.dsn), conn.cursor() as cur:
+                cur.execute("begin")
+                cur.execute(f"insert into {DECISIONS} (load_id, decision) values (%s, 'COMMIT') "
+                            "on conflict (load_id) do nothing", (self.load_id,))
+                if cur.rowcount == 0:
+                    cur.execute("rollback")
+                    return self._decided_before(cur)
+                counts, deleted, wrong = ({}, {}, gone) if (gone := self._dropped_staging(cur)) else \
+                    self._promote_all(cur, vote)
+                if wrong:
+                    cur.execute("rollback")
+                    return Outcome(self.name, Kind.FAILED, wrong)
+                tables = {t: {"rows": counts[t], "deleted": deleted[t]} for t in counts}
+                cur.execute(f"update {DECISIONS} set tables = %s where load_id = %s",
+                            (json.dumps(tables), self.load_id))
+                failpoints.hit("pg.last_promoted")
+                cur.execute("commit")
+            failpoints.hit("pg.last_committed")
+        except psycopg2.OperationalError as exc:  # a lock or a conflict (a lost server raised above)
+            return Outcome(self.name, Kind.RETRY_LATER, one_line(str(exc)))
+        finally:
+            conn.close()
+        return self._last_committed(Kind.DONE, tables)
+
+    def _decided_before(self, cur) -> Outcome:
+        """A last resource's commit that found the load's marker written: ALREADY_DONE when
+        it says COMMIT, else FAILED."""
+        cur.execute(f"select decision, tables from {DECISIONS} where load_id = %s", (self.load_id,))
+        decision, tables = cur.fetchone()
+        if decision == "COMMIT":
+            return self._last_committed(Kind.ALREADY_DONE, tables)
+        return Outcome(self.name, Kind.FAILED, f"load {self.load_id} was decided ABORT in {self.name} (its marker in "
+                       f"{DECISIONS}) before this commit; it cannot be committed")
+
+    def _last_committed(self, kind: Kind, tables: dict) -> Outcome:
+        """A last resource's commit outcome: the rows it checked and made visible, per
+        table, as its marker keeps them."""
+        counts = {what: sum(t[what] for t in tables.values()) for what in ("rows", "deleted")}
+        return Outcome(self.name, kind, counts=counts, visible={t: r["rows"] for t, r in tables.items()})
+
+    def decided(self) -> str | None:
+        with _autocommit(self.dsn) as cur:
+            if not _exists(cur, DECISIONS):
+                return None
+            cur.execute(f"select decision from {DECISIONS} where load_id = %s", (self.load_id,))
+            row = cur.fetchone()
+        return row[0] if row else None
+
+    def claim_abort(self) -> str:
+        with _autocommit(self.dsn) as cur:
+            return self._claim_abort(cur)
+
+    def _claim_abort(self, cur) -> str:
+        """The ABORT marker, unless COMMIT is there: an insert that waits on the key for a
+        commit still running, then finds its marker or writes its own."""
+        ensure_decisions(cur)
+        cur.execute(f"insert into {DECISIONS} (load_id, decision) values (%s, 'ABORT') "
+                    "on conflict (load_id) do nothing", (self.load_id,))
+        if cur.rowcount:
+            return "ABORT"
+        cur.execute(f"select decision from {DECISIONS} where load_id = %s", (self.load_id,))
+        return cur.fetchone()[0]
+
     def clean_up(self, vote: Vote | None = None) -> str:
         """After the commit: drop the staging tables. '' when done, else why one was left
         (recovery's orphan sweep drops it later); never raises, the load is committed."""
@@ -248,10 +365,14 @@ class PostgresParticipant(Participant):
     def abort(self, vote: Vote | None = None) -> Outcome:
         """ROLLBACK PREPARED and drop staging. Handles: prepared (rolled back now); never
         prepared or rolled back before (ALREADY_DONE, staging dropped if left); committed
-        already (FAILED: cannot be undone); a lock (RETRY_LATER).
+        already (FAILED: cannot be undone); a lock (RETRY_LATER). The load's last resource
+        first claims its ABORT marker (FAILED when it committed).
         `vote`, when the load got that far, gives the count of prepared rows discarded."""
         try:
             with _autocommit(self.dsn) as cur:
+                if self.last_resource and self._claim_abort(cur) == "COMMIT":
+                    return Outcome(self.name, Kind.FAILED, f"load {self.load_id} is already committed in {self.name}, "
+                                   "its last resource; it cannot be rolled back")
                 if self._marker(cur) is not None:
                     return Outcome(self.name, Kind.FAILED, f"{self.gid} is already committed; it cannot be rolled back")
                 self._discard_earlier(cur)
@@ -259,7 +380,7 @@ class PostgresParticipant(Participant):
                 staged = [n for n in (self._drop_staging(cur, s) for s in self.staging.values()) if n is not None]
         except psycopg2.OperationalError as exc:  # a lock or a conflict
             return Outcome(self.name, Kind.RETRY_LATER, one_line(str(exc)))
-        counts = {"prepared_transaction": "rolled back" if discarded else "none",
+        counts = {**({} if self.last_resource else {"prepared_transaction": "rolled back" if discarded else "none"}),
                   "staged_rows_dropped": sum(staged)}
         if discarded and vote is not None:
             counts["prepared_rows_discarded"] = vote.count
@@ -383,6 +504,13 @@ class PostgresParticipant(Participant):
         staged = cur.fetchone()[0]
         cur.execute(f"drop table {staging}")
         return staged
+
+
+def _not_as_voted(rows: dict[str, int], vote: Vote) -> str:
+    """'' when the staging tables hold the `rows` the vote counted, else what they hold."""
+    return "; ".join(f"{where} holds {n} rows, not the {staged} staged: it was emptied while the load waited "
+                     "(a Postgres crash restart truncates unlogged tables)"
+                     for where, n, staged in _compared(rows, vote))
 
 
 def _compared(rows: dict[str, int], vote: Vote) -> list[tuple[str, int, int]]:

@@ -14,40 +14,60 @@ from ...server_errors import servers
 
 PART_COLUMN = "_twophase_part"
 MARKERS = "twophase.pg_commit_markers"
+DECISIONS = "twophase.decisions"  # a last resource's markers: its COMMIT, or an ABORT claimed first
 
 
 class PostgresConfigError(RuntimeError):
     """The server or the target table cannot take part; nothing was written."""
 
 
-def grants_needed(tables) -> list[privileges.Grant]:
+def grants_needed(tables, last_resource: bool = False) -> list[privileges.Grant]:
     """What the role that runs loads needs in a target database, besides the schemas an
     admin may create (ensure_schemas): docs/clusters.md, "A locked-down Postgres"."""
     replaced = [t.table for t in tables if t.mode == "replace"]
     return [*privileges.schemas(["twophase"], "USAGE"),
-            *privileges.tables([MARKERS], "SELECT", "INSERT"),
+            *(privileges.tables([DECISIONS], "SELECT", "INSERT", "UPDATE", "DELETE") if last_resource else
+              privileges.tables([MARKERS], "SELECT", "INSERT")),
             *privileges.schemas([ids.STAGING_SCHEMA], "USAGE", "CREATE"),
             *privileges.schemas(sorted({t.schema for t in tables}), "USAGE"),
             *privileges.tables([t.table for t in tables], "SELECT", "INSERT"),
             *privileges.tables(replaced, "DELETE")]
 
 
-def ensure_schemas(cur) -> None:
-    """Create the commit markers table and the staging schema, and their schema, when
-    missing: only then is CREATE on the database (or schema) needed."""
+def ensure_schemas(cur, last_resource: bool = False) -> None:
+    """Create the commit markers table (a last resource's: the decisions table) and the
+    staging schema, and their schema, when missing: only then is CREATE on the database
+    (or schema) needed."""
     cur.execute("select to_regnamespace('twophase') is not null, to_regnamespace(%s) is not null",
                 (ids.STAGING_SCHEMA,))
     twophase, staging = cur.fetchone()
     if not twophase:
         cur.execute("create schema if not exists twophase")
-    cur.execute("""select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
-                   where n.nspname = 'twophase' and c.relname = %s""", (MARKERS.split(".")[1],))
-    if cur.fetchone() is None:
+    if last_resource:
+        ensure_decisions(cur)
+    elif not _exists(cur, MARKERS):
         cur.execute(f"""create table if not exists {MARKERS} (
             gid text primary key, load_id text not null, rows bigint not null,
             deleted bigint not null, prepared_at timestamptz not null default now())""")
     if not staging:
         cur.execute(f"create schema if not exists {ids.STAGING_SCHEMA}")
+
+
+def ensure_decisions(cur) -> None:
+    """The decisions table (a last resource's markers), and its schema, when missing."""
+    if not _exists(cur, DECISIONS):
+        cur.execute("create schema if not exists twophase")
+        cur.execute(f"""create table if not exists {DECISIONS} (
+            load_id text primary key, decision text not null check (decision in ('COMMIT', 'ABORT')),
+            tables jsonb, decided_at timestamptz not null default now())""")
+
+
+def _exists(cur, table: str) -> bool:
+    """The table exists (whatever this role may do with it)."""
+    schema, name = table.split(".")
+    cur.execute("""select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
+                   where n.nspname = %s and c.relname = %s""", (schema, name))
+    return cur.fetchone() is not None
 
 
 

@@ -20,6 +20,10 @@ class PostgresTarget:
     `connection`: which database ('' = the default one; else a named connection, see
     Connections); tables of one database share one prepared transaction. `frame`: which
     of the job's DataFrames it loads ('' = the job's main one).
+    `prepared`: how its database commits (docs/adr/0011): None, with a prepared
+    transaction where the server allows them (max_prepared_transactions above 0), else as
+    the load's last resource; True, always prepared (refused at begin where the server
+    cannot); False, always as the last resource. Tables of one database must agree.
     """
 
     table: str
@@ -27,11 +31,15 @@ class PostgresTarget:
     replace_where: dict[str, Any] = field(default_factory=dict)
     connection: str = ""
     frame: str = ""
+    prepared: bool | None = None
     kind = "postgres"
 
     def __post_init__(self):
         check_names(self)
         check_table(self, "schema.table")
+        if self.prepared not in (None, True, False):
+            raise SpecError(f"table {self.table}: prepared must be None (as the server allows), True or False, "
+                            f"got {self.prepared!r}")
         for column in self.replace_where:
             if not IDENT.match(column):
                 raise SpecError(f"replace_where column {column!r} is not a plain identifier")
