@@ -170,12 +170,14 @@ ICEBERG_COLUMNS = {"customer_id": "string", "day": "date", "orders": "int", "rev
 def many_spec(many: dict, run_id: str, pipeline: str | None = None) -> LoadSpec:
     """Three tables over two databases (the summary one fed by the frame "summary"), two
     topics and an Iceberg table: the targets of the `many` fixture (tests/core/conftest.py);
-    the pipeline defaults to one of the test's own (its topic's name)."""
+    the pipeline defaults to one of the test's own (its topic's name). With `many["last"]`,
+    the reporting database commits as the load's last resource (docs/adr/0011)."""
     pipeline = pipeline or many["topic"]
     return LoadSpec(
         load_id=load_id_for(pipeline, run_id), pipeline=pipeline, run_id=run_id,
         targets=(PostgresTarget(many["orders"]), PostgresTarget(many["summary"], frame="summary"),
-                 PostgresTarget(many["reporting"], connection=REPORTING),
+                 PostgresTarget(many["reporting"], connection=REPORTING,
+                                prepared=False if many.get("last") else None),
                  KafkaTarget(many["topic"], "customer_id", partitions=2),
                  KafkaTarget(many["topic2"], "customer_id", partitions=3, value_columns=("customer_id", "orders")),
                  IcebergTarget(many["iceberg"], columns=ICEBERG_COLUMNS, partition_by=("day",))))

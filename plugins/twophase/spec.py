@@ -16,7 +16,7 @@ from .participants.kinds import KINDS
 from .sources.contract import Source
 from .sources.kinds import source_from_json, source_to_json
 
-__all__ = ["LoadSpec", "SpecError", "target_from_json", "target_to_json"]
+__all__ = ["LoadSpec", "SpecError", "last_resource_line", "target_from_json", "target_to_json"]
 
 
 def target_from_json(data: dict):
@@ -30,6 +30,12 @@ def target_from_json(data: dict):
 
 def target_to_json(target) -> dict:
     return {"kind": target.kind, **asdict(target)}
+
+
+def last_resource_line(participant: str, why: str) -> str:
+    """How a load with a last resource commits, in one line (logs, status, show, the page)."""
+    return (f"{participant} commits last, without a prepared transaction ({why}): its commit is the load's "
+            "decision, once every other participant is ready")
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,10 @@ class LoadSpec:
         """This load as the replacement of `replaces` (each target marks it its own way)."""
         return replace(self, targets=tuple(t.for_replacement(replaces) for t in self.targets),
                        replaces=tuple(replaces))
+
+    def describe_last_resource(self) -> str:
+        """'' when every participant prepares."""
+        return last_resource_line(self.last_resource, self.last_resource_why) if self.last_resource else ""
 
     def replace_keys(self) -> list[tuple[str, str]]:
         """(target, the rows it replaces) of each target in mode replace: two loads with a

@@ -223,7 +223,8 @@ def _lag_at_begin(load) -> str:
 
 def detail_page(detail: LoadDetail, *, list_url: str) -> str:
     load, votes, history = detail.load, detail.votes, detail.history
-    staged = summarize(load.__dict__, votes.values()).counts
+    summarized = summarize(load.__dict__, votes.values())
+    staged = summarized.counts
     expected = load.expected if load.expected is not None else (
         {"all targets": load.expected_rows} if load.expected_rows is not None else {})
     summary = [
@@ -233,6 +234,8 @@ def detail_page(detail: LoadDetail, *, list_url: str) -> str:
         ("State", _state(load.state.value)),
         ("Decision", e(load.decision) or "-"),
         ("Reason", e(load.reason) or "-"),
+        ("Commit", e(summarized.describe_last_resource())
+         or "every participant prepares (the vote makes each ready, then logs the decision)"),
         ("Data interval", f"{e(when(load.data_interval_start))} – {e(when(load.data_interval_end))}"
          if load.data_interval_start else "-"),
         ("Source", _source(load)),

@@ -3,7 +3,7 @@ tests.
 
 usage: crash_driver.py MANY_JSON RUN_ID ROWS MIN_ROWS [prepare-only | decide]
 MANY_JSON: the targets of the `many` fixture (support.many_spec: three tables over two
-databases, two topics, an Iceberg table). A failpoint (TWOPHASE_FAILPOINT) kills this process, or
+databases, two topics, an Iceberg table; with "last", the second database commits last). A failpoint (TWOPHASE_FAILPOINT) kills this process, or
 a Spark worker, part-way (or pauses it: TWOPHASE_FAILPOINT_WAIT). With no mode: begin,
 prepare, vote and phase 2. `prepare-only`: begin and prepare, as the prepare task does, then
 exit. `decide`: the vote and phase 2 of a load prepared already, as the vote and the commit or
@@ -54,7 +54,7 @@ def main(many: dict, run_id: str, rows: int, min_rows: int, mode: str | None) ->
     if mode != "decide":
         from support import many_frames
 
-        coordinator.begin(log, spec)
+        coordinator.begin(log, spec, conns)
         coordinator.prepare(log, conns, spec.load_id, many_frames(spark_session(), rows))
         if mode == "prepare-only":
             print(f"prepared: state {log.get(spec.load_id).state}")

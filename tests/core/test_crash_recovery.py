@@ -2,7 +2,8 @@
 
 Each case runs a load of the multi-target example (support.many_spec: three tables over
 two databases, one of them fed by a second frame, two topics and an Iceberg table; commit
-order: Kafka, Iceberg, then the prepared Postgres transactions) with TWOPHASE_FAILPOINT set
+order: Kafka, Iceberg, then the prepared Postgres transactions; in the "last: " cases the
+second database is the load's last resource, committed in the vote) with TWOPHASE_FAILPOINT set
 in a child process, which is SIGKILLed there, at the first participant that reaches the
 point. For a point of the vote or phase 2, the test prepares the load in its own Spark
 session, as the prepare task does in its process, and the child runs the vote and phase 2,
@@ -52,6 +53,12 @@ AFTER_PREPARE = {
     "pg.committed": (True, True, State.COMMITTED),
     "coordinator.committed_logged": (True, True, State.COMMITTED),
     "rollback.middle": (False, True, State.ABORTED),
+    # The reporting database as the load's last resource (docs/adr/0011): its commit in the
+    # vote is the decision.
+    "last: pg.last_promoted": (True, True, State.ABORTED),      # its rows and marker written, not committed
+    "last: pg.last_committed": (True, True, State.COMMITTED),   # committed, the vote never learnt it
+    "last: coordinator.last_committed": (True, True, State.COMMITTED),
+    "last: rollback.middle": (False, True, State.ABORTED),
 }
 CASES = {**IN_PREPARE, **AFTER_PREPARE}
 
@@ -60,10 +67,12 @@ CASES = {**IN_PREPARE, **AFTER_PREPARE}
 @pytest.mark.parametrize("point", list(CASES))
 def test_crash_then_recover(point, spark, txlog, many_conns, many, pg_dsn, reporting_dsn, kafka_bootstrap, tmp_path):
     gate_passes, driver_dies, final = CASES[point]
+    many = {**many, "last": point.startswith("last: ")}
+    point = point.removeprefix("last: ")
     spec = many_spec(many, many["topic"])
     mode = []
-    if point in AFTER_PREPARE:
-        coordinator.begin(txlog, spec)
+    if point not in IN_PREPARE:
+        coordinator.begin(txlog, spec, many_conns)
         coordinator.prepare(txlog, many_conns, spec.load_id, many_frames(spark, ROWS))
         mode = ["decide"]
     tests = str(Path(__file__).parents[1])
@@ -96,3 +105,14 @@ def test_crash_then_recover(point, spark, txlog, many_conns, many, pg_dsn, repor
     for dsn in (pg_dsn, reporting_dsn):
         assert not [g for g in prepared_gids(dsn) if spec.load_id in g], "a prepared transaction leaked"
         assert spec.load_id not in staging_tables(dsn).values(), "a staging table leaked"
+    if many["last"]:
+        assert _decision_marker(reporting_dsn, spec.load_id) == ("COMMIT" if committed else "ABORT")
+
+
+def _decision_marker(dsn: str, load_id: str) -> str | None:
+    import psycopg2
+
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute("select decision from twophase.decisions where load_id = %s", (load_id,))
+        row = cur.fetchone()
+    return row[0] if row else None

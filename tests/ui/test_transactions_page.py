@@ -48,7 +48,8 @@ def loads(pg_dsn, kafka_bootstrap, pipeline):
     conns = Connections(pg_dsn, kafka_bootstrap)
     # Neither table nor topics are created: nothing is staged, so rollback has nothing to discard.
     target = {"table": f"ui_tests.{pipeline}", "topic": pipeline.replace("_", "-")}
-    prepared = make_spec(target, run_id=OPEN_RUN, pipeline=pipeline)
+    prepared = replace(make_spec(target, run_id=OPEN_RUN, pipeline=pipeline), last_resource="postgres",
+                       last_resource_why="its server has max_prepared_transactions = 0")
     aborted = make_spec(target, run_id=ABORTED_RUN, pipeline=pipeline)
     coordinator.begin(log, aborted)
     coordinator.rollback(log, conns, aborted.load_id, reason=ROLLBACK_REASON)
@@ -158,6 +159,9 @@ def test_detail_page_shows_votes_history_metrics(client, token, loads, pipeline)
     assert "staged: 1234 records" in prepared  # the vote's summary
     assert "&quot;input_lines&quot;: 1300" in prepared  # metrics
     assert f"/dags/{pipeline}/runs/{OPEN_RUN}" in prepared
+    assert ("postgres commits last, without a prepared transaction (its server has max_prepared_transactions = 0)"
+            in prepared)
+    assert "every participant prepares" in page.text
 
     detail = client.get(f"/api/loads/{loads['prepared']}", headers=_bearer(token)).json()
     assert detail["votes"]["postgres"]["count"] == 1234 and detail["votes"]["kafka"]["yes"] is True

@@ -43,6 +43,8 @@ def cmd_status(log, conns, args) -> int:
         print(f"{s.state:<11} {t[0]:>8} {t[1]:>6} {t[2]:>7} {t[3]:>8}  {s.load_id}")
         if s.counts:
             print(f"{indent}{s.describe_counts()}")
+        if s.last_resource:
+            print(f"{indent}{s.describe_last_resource()}")
         if s.reason:
             print(f"{indent}reason: {s.reason}")
     for key in dict.fromkeys(x.source for x in log.recent(args.limit, args.pipeline) if x.source):

@@ -20,6 +20,7 @@ import psycopg2.extras
 
 from ..protocol.votes import Vote
 from ..server_errors import servers
+from ..spec import last_resource_line
 
 DEFAULT_LIMIT = 20
 
@@ -33,7 +34,8 @@ _PAGE = """
                        'counts', v.counts, 'summary', v.summary) order by v.participant), '[]')
             from twophase.votes v where v.load_id = l.load_id) as votes
     from (select load_id, pipeline, run_id, state, decision, reason, data_interval_start, data_interval_end,
-                 expected, began_at, prepared_at, decided_at, finished_at, exposed_at
+                 expected, began_at, prepared_at, decided_at, finished_at, exposed_at,
+                 participants -> 'last_resource' as last_resource
           from twophase.loads
           where (%(pipeline)s::text is null or pipeline = %(pipeline)s)
             and (%(state)s::text is null or state = %(state)s)
@@ -83,6 +85,12 @@ class LoadSummary:
     expected: dict[str, int] | None = None      # Spark's rows per target (None: not prepared yet)
     votes: dict[str, VoteSummary] = field(default_factory=dict)  # by participant, sorted by name
     exposed_at: datetime | None = None  # the vote began making participants ready (None: never got there)
+    last_resource: dict | None = None  # {participant, why}: it commits last (docs/adr/0011); None: all prepare
+
+    def describe_last_resource(self) -> str:
+        """'' when every participant prepares."""
+        return last_resource_line(self.last_resource["participant"], self.last_resource["why"]) \
+            if self.last_resource else ""
 
     @property
     def counts(self) -> dict[str, int]:
@@ -127,7 +135,7 @@ class LoadSummary:
             "votes": {name: v.to_json() for name, v in self.votes.items()},
             "began_at": iso(self.began_at),
             "prepare_s": self.prepare_s, "vote_s": self.vote_s, "phase2_s": self.phase2_s,
-            "exposed_at": iso(self.exposed_at), "exposure_s": self.exposure_s,
+            "exposed_at": iso(self.exposed_at), "exposure_s": self.exposure_s, "last_resource": self.last_resource,
         }
 
 
@@ -145,6 +153,8 @@ def summarize(row: dict, votes: Iterable[Vote]) -> LoadSummary:
         data_interval_start=row["data_interval_start"], data_interval_end=row.get("data_interval_end"),
         began_at=row["began_at"], prepared_at=row["prepared_at"], decided_at=row["decided_at"],
         finished_at=row["finished_at"], expected=row.get("expected"), exposed_at=row.get("exposed_at"),
+        last_resource=row["last_resource"] if "last_resource" in row else (row.get("participants") or {}).get(
+            "last_resource"),
         votes={v.participant: _vote(v) for v in sorted(votes, key=lambda v: v.participant)},
     )
 

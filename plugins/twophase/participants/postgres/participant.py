@@ -89,6 +89,10 @@ class PostgresParticipant(Participant):
         MissingPrivilege when the role lacks a grant (server.grants_needed), and with
         SpecError when a table's frame lacks one of its columns.
         """
+        if not self.last_resource and any(t.prepared is False for t in self.tables):
+            raise SpecError(f"the tables of {self.name} ask to commit as the load's last resource (prepared=False), "
+                            "but the load was begun without asking its servers: pass the connections to "
+                            "coordinator.begin. Nothing was written.")
         with _autocommit(self.dsn) as cur:
             if not self.last_resource:
                 cur.execute("show max_prepared_transactions")
