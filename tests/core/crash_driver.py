@@ -3,11 +3,12 @@ tests.
 
 usage: crash_driver.py MANY_JSON RUN_ID ROWS MIN_ROWS [prepare-only | decide]
 MANY_JSON: the targets of the `many` fixture (support.many_spec: three tables over two
-databases, two topics, an Iceberg table; with "last", the second database commits last). A failpoint (TWOPHASE_FAILPOINT) kills this process, or
-a Spark worker, part-way (or pauses it: TWOPHASE_FAILPOINT_WAIT). With no mode: begin,
-prepare, vote and phase 2. `prepare-only`: begin and prepare, as the prepare task does, then
-exit. `decide`: the vote and phase 2 of a load prepared already, as the vote and the commit or
-rollback tasks do; this mode starts no Spark. TWOPHASE_TEST_SPARK_MASTER: a master other than
+databases, two topics, an Iceberg table; with "last", the second database commits last).
+A failpoint (TWOPHASE_FAILPOINT) kills this process, or a Spark worker, part-way (or
+pauses it: TWOPHASE_FAILPOINT_WAIT). With no mode: begin, prepare, vote and phase 2.
+`prepare-only`: begin and prepare, as the prepare task does, then exit. `decide`: the vote
+and phase 2 of a load prepared already, as the vote and the commit or rollback tasks do;
+this mode starts no Spark. TWOPHASE_TEST_SPARK_MASTER: a master other than
 local mode (the stack's cluster: its executors get the twophase package as a py-file, one core
 each, so two drivers at once both get executors).
 """
