@@ -25,7 +25,13 @@ class Table:
       '' means the table is never replaced into (a replace load only adds to it);
     - conn_id: the Airflow connection of its database;
     - frame: which of the job's frames it loads ('' = the main one; see spark_job.Output);
-    - ddl: optional idempotent SQL run before each load (`create table if not exists ...`).
+    - ddl: optional idempotent SQL run before each load (`create table if not exists ...`);
+    - prepared: how its database commits: None (the default), with a prepared transaction
+      where the server allows them, else (max_prepared_transactions = 0, as stock
+      PostgreSQL and Amazon RDS ship) as the load's last resource, whose commit is the
+      decision; True insists on a prepared transaction; False always commits last
+      (docs/protocol.md, "A Postgres database that cannot prepare"). At most one database
+      of a load commits last.
     """
 
     name: str
@@ -33,6 +39,7 @@ class Table:
     conn_id: str = DEFAULT_CONN_ID
     frame: str = ""
     ddl: str | None = None
+    prepared: bool | None = None
     kind = "postgres"
 
     def __post_init__(self):
@@ -56,7 +63,8 @@ class Table:
         equals the interval's start are swapped (a date for a daily interval)."""
         replace_where = ({self.interval_column: interval_value(interval)}
                          if mode == "replace" and self.interval_column else {})
-        return PostgresTarget(self.name, "replace" if replace_where else "append", replace_where, connection, self.frame)
+        return PostgresTarget(self.name, "replace" if replace_where else "append", replace_where, connection, self.frame,
+                              self.prepared)
 
 
 def table_asset(table: str, pg_conn_id: str = DEFAULT_CONN_ID):

@@ -30,7 +30,7 @@ from ...lazy import lazy_exports
 
 __getattr__, __all__ = lazy_exports(__name__, {
     "target": ("PostgresTarget",),
-    "server": ("MARKERS", "PART_COLUMN", "PostgresConfigError", "drop_staging_table", "is_prepared",
+    "server": ("DECISIONS", "MARKERS", "PART_COLUMN", "PostgresConfigError", "drop_staging_table", "is_prepared",
                "prepared_gids", "rollback_gid", "staging_tables"),
     "writer": ("PostgresWriter", "StagingRefused"),
     "participant": ("NAME", "PostgresParticipant"),

@@ -26,7 +26,7 @@ def grants_needed(tables, last_resource: bool = False) -> list[privileges.Grant]
     admin may create (ensure_schemas): docs/clusters.md, "A locked-down Postgres"."""
     replaced = [t.table for t in tables if t.mode == "replace"]
     return [*privileges.schemas(["twophase"], "USAGE"),
-            *(privileges.tables([DECISIONS], "SELECT", "INSERT", "UPDATE", "DELETE") if last_resource else
+            *(privileges.tables([DECISIONS], "SELECT", "INSERT", "UPDATE") if last_resource else
               privileges.tables([MARKERS], "SELECT", "INSERT")),
             *privileges.schemas([ids.STAGING_SCHEMA], "USAGE", "CREATE"),
             *privileges.schemas(sorted({t.schema for t in tables}), "USAGE"),
