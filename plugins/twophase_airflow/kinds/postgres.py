@@ -63,8 +63,8 @@ class Table:
         equals the interval's start are swapped (a date for a daily interval)."""
         replace_where = ({self.interval_column: interval_value(interval)}
                          if mode == "replace" and self.interval_column else {})
-        return PostgresTarget(self.name, "replace" if replace_where else "append", replace_where, connection, self.frame,
-                              self.prepared)
+        return PostgresTarget(self.name, "replace" if replace_where else "append", replace_where, connection,
+                              self.frame, self.prepared)
 
 
 def table_asset(table: str, pg_conn_id: str = DEFAULT_CONN_ID):
