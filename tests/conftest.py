@@ -41,6 +41,18 @@ def admin_dsn() -> str:
 
 
 @pytest.fixture(scope="session")
+def stock_dsn() -> str:
+    """The stack's stock Postgres (max_prepared_transactions = 0): its first database."""
+    return _required_env("TWOPHASE_STOCK_DSN")
+
+
+@pytest.fixture(scope="session")
+def stock_reports_dsn() -> str:
+    """The stack's stock Postgres: its second database."""
+    return _required_env("TWOPHASE_STOCK_REPORTS_DSN")
+
+
+@pytest.fixture(scope="session")
 def kafka_bootstrap() -> str:
     return _required_env("TWOPHASE_KAFKA_BOOTSTRAP")
 

@@ -35,9 +35,24 @@ AIRFLOW_SERVICES = (AIRFLOW_INIT, *AIRFLOW_COMMANDS)
 
 CONNECTIONS = {
     settings.CONN_POSTGRES: "postgres",
+    settings.CONN_STOCK: "postgres",
+    settings.CONN_STOCK_REPORTS: "postgres",
     settings.CONN_KAFKA: "kafka",
     settings.CONN_SPARK: "spark",
     settings.CONN_ICEBERG: "iceberg",
+}
+
+# The Postgres services: the server settings of each, and the databases its init SQL
+# creates for the pipeline's role.
+POSTGRES_SERVICES = {
+    "postgres": (settings.POSTGRES_SERVER_SETTINGS, (settings.PIPELINE_DB, settings.ICEBERG_DB, settings.AIRFLOW_DB)),
+    "postgres-stock": (settings.POSTGRES_STOCK_SERVER_SETTINGS, (settings.STOCK_DB, settings.STOCK_REPORTS_DB)),
+}
+# The Postgres connections: service and database of each.
+POSTGRES_CONNECTIONS = {
+    settings.CONN_POSTGRES: ("postgres", settings.PIPELINE_DB),
+    settings.CONN_STOCK: ("postgres-stock", settings.STOCK_DB),
+    settings.CONN_STOCK_REPORTS: ("postgres-stock", settings.STOCK_REPORTS_DB),
 }
 
 # ${NAME?msg} / ${NAME:?msg}: compose refuses to start when NAME is unset, and the file
@@ -241,15 +256,20 @@ def test_connections_exist_with_the_right_type(services):
             )
 
 
-def test_postgres_connection_matches_settings(services):
+@pytest.mark.parametrize("conn_id", POSTGRES_CONNECTIONS)
+def test_postgres_connection_matches_settings(services, conn_id):
+    service, db = POSTGRES_CONNECTIONS[conn_id]
     env = _environment(services[AIRFLOW_INIT])
-    conn = json.loads(env[f"AIRFLOW_CONN_{settings.CONN_POSTGRES.upper()}"])
-    assert conn.get("login") == settings.PIPELINE_ROLE, f"postgres connection login is {conn.get('login')!r}, settings.py says {settings.PIPELINE_ROLE}"
-    assert conn.get("schema") == settings.PIPELINE_DB, f"postgres connection schema is {conn.get('schema')!r}, settings.py says {settings.PIPELINE_DB}"
-    assert conn.get("host") == "postgres", f"postgres connection host is {conn.get('host')!r}, not the postgres service"
-    password_var = _required_var(_environment(services["postgres"]).get("POSTGRES_PASSWORD"), "postgres POSTGRES_PASSWORD")
-    assert _required_var(conn.get("password"), "postgres connection password") == password_var, (
-        f"postgres connection password is not ${{{password_var}}}, the one the postgres service uses"
+    conn = json.loads(env[f"AIRFLOW_CONN_{conn_id.upper()}"])
+    assert conn.get("login") == settings.PIPELINE_ROLE, (
+        f"{conn_id} connection login is {conn.get('login')!r}, settings.py says {settings.PIPELINE_ROLE}"
+    )
+    assert conn.get("schema") == db, f"{conn_id} connection schema is {conn.get('schema')!r}, settings.py says {db}"
+    assert conn.get("host") == service, f"{conn_id} connection host is {conn.get('host')!r}, not the {service} service"
+    password = _environment(services[service]).get("POSTGRES_PASSWORD")
+    password_var = _required_var(password, f"{service} POSTGRES_PASSWORD")
+    assert _required_var(conn.get("password"), f"{conn_id} connection password") == password_var, (
+        f"{conn_id} connection password is not ${{{password_var}}}, the one the {service} service uses"
     )
 
 
@@ -308,40 +328,45 @@ def test_start_order(services):
     for name in AIRFLOW_COMMANDS:
         deps = _depends_on(services[name])
         assert deps.get(AIRFLOW_INIT) == "service_completed_successfully", f"{name} does not wait for {AIRFLOW_INIT} to succeed"
-        assert deps.get("kafka") == "service_healthy", f"{name} does not wait for a healthy kafka"
-    for name in ("postgres", "kafka"):
+        for dep in (*POSTGRES_SERVICES, "kafka"):
+            assert deps.get(dep) == "service_healthy", f"{name} does not wait for a healthy {dep}"
+    for name in (*POSTGRES_SERVICES, "kafka"):
         assert services[name].get("healthcheck", {}).get("test"), f"{name} has no healthcheck"
-    assert "pg_isready" in " ".join(services["postgres"]["healthcheck"]["test"]), "postgres healthcheck does not use pg_isready"
+    for name in POSTGRES_SERVICES:
+        healthcheck = " ".join(services[name]["healthcheck"]["test"])
+        assert "pg_isready" in healthcheck, f"{name} healthcheck does not use pg_isready"
 
 
 # --- postgres --------------------------------------------------------------------------------
 
 
-def test_postgres_server_settings(services):
-    postgres = services["postgres"]
-    assert str(postgres.get("image", "")).startswith("postgres:"), f"postgres image is {postgres.get('image')!r}"
+@pytest.mark.parametrize("name", POSTGRES_SERVICES)
+def test_postgres_server_settings(services, name):
+    postgres, (server_settings, _) = services[name], POSTGRES_SERVICES[name]
+    assert str(postgres.get("image", "")).startswith("postgres:"), f"{name} image is {postgres.get('image')!r}"
     command = _command(postgres)
     given = {}
     for flag, value in zip(command, command[1:]):
         if flag == "-c":
             key, _, setting = value.partition("=")
             given[key] = setting
-    for key, value in settings.POSTGRES_SERVER_SETTINGS.items():
-        assert key in given, f"postgres command has no `-c {key}=...` (settings.py: {key}={value})"
-        assert given[key] == value, f"postgres command sets {key}={given[key]}, settings.py says {key}={value}"
+    for key, value in server_settings.items():
+        assert key in given, f"{name} command has no `-c {key}=...` (settings.py: {key}={value})"
+        assert given[key] == value, f"{name} command sets {key}={given[key]}, settings.py says {key}={value}"
 
 
-def test_postgres_init_creates_role_and_databases(services):
-    mounts = _mounts(services["postgres"])
+@pytest.mark.parametrize("name", POSTGRES_SERVICES)
+def test_postgres_init_creates_role_and_databases(services, name):
+    mounts, (_, databases) = _mounts(services[name]), POSTGRES_SERVICES[name]
     scripts = [Path(host) for target, host in mounts.items() if target.startswith("/docker-entrypoint-initdb.d")]
-    assert scripts, "postgres mounts nothing into /docker-entrypoint-initdb.d"
+    assert scripts, f"{name} mounts nothing into /docker-entrypoint-initdb.d"
     sql = "\n".join(path.read_text() for path in scripts if path.is_file())
-    assert sql, f"postgres init scripts {scripts} do not exist"
+    assert sql, f"{name} init scripts {scripts} do not exist"
     role = settings.PIPELINE_ROLE
-    assert re.search(rf"create\s+(role|user)\s+{role}\b", sql, re.I), f"postgres init SQL does not create role {role}"
-    for db in (settings.PIPELINE_DB, settings.ICEBERG_DB, settings.AIRFLOW_DB):
+    assert re.search(rf"create\s+(role|user)\s+{role}\b", sql, re.I), f"{name} init SQL does not create role {role}"
+    for db in databases:
         assert re.search(rf"create\s+database\s+{db}\s+owner\s+{role}\b", sql, re.I), (
-            f"postgres init SQL does not create database {db} owned by {role}"
+            f"{name} init SQL does not create database {db} owned by {role}"
         )
 
 

@@ -11,7 +11,8 @@ from .proc import StackError
 from .settings import venv_bin
 
 USAGE = """usage: scripts/stack up|down|status|env|reset|airflow-up|airflow-down|login|browser|spark-home|iceberg-sql|cluster
-  up      start Postgres and Kafka, migrate Airflow's DB; idempotent, waits until each answers
+  up      start Postgres (the pipeline's server, then the stock one) and Kafka, migrate Airflow's DB;
+          idempotent, waits until each answers
   airflow-up    also start Airflow's UI: api-server, scheduler, dag-processor, triggerer
   airflow-down  stop only those
   login   print the UI's address and local login
@@ -31,7 +32,7 @@ def shell_environment() -> dict[str, str]:
     env["PATH"] = f"{venv_bin()}:{os.environ.get('PATH', '')}"
     env["TWOPHASE_AIRFLOW_URL"] = airflow_services.url()
     # For a shell and the tests only, not in Airflow's environment: the server's superuser.
-    env["TWOPHASE_PG_ADMIN_DSN"] = postgres.admin_dsn()
+    env["TWOPHASE_PG_ADMIN_DSN"] = postgres.main().admin_dsn()
     if cluster.is_running():
         env.update(cluster.environment())
     return env
@@ -66,7 +67,8 @@ def main(argv: list[str]) -> int:
         postgres.down()
     elif cmd == "status":
         print(status_text())
-        return 0 if all(s.startswith("up") for s in (postgres.status(), kafka.status())) else 3
+        statuses = (postgres.main().status(), postgres.stock().status(), kafka.status())
+        return 0 if all(s.startswith("up") for s in statuses) else 3
     elif cmd == "env":
         for key, value in shell_environment().items():
             print(f"export {key}={shlex.quote(value)}")
@@ -108,7 +110,8 @@ def cluster_main(argv: list[str]) -> int:
 
 def status_text() -> str:
     return "\n".join([
-        f"postgres  {postgres.status()}",
+        f"postgres  {postgres.main().status()}",
+        f"postgres stock  {postgres.stock().status()}",
         f"kafka     {kafka.status()}",
         f"airflow   {airflow.status()}",
         f"airflow   {airflow_services.status()}",

@@ -17,9 +17,9 @@ import psycopg2
 
 from . import postgres, secrets, spark_jars
 from .proc import StackError
-from .settings import (AIRFLOW_DB, CONN_ICEBERG, CONN_KAFKA, CONN_POSTGRES, CONN_REPORTING, CONN_SPARK,
-                       ICEBERG_CATALOG_NAME, ICEBERG_DB, PIPELINE_DB, PIPELINE_ROLE, REPORTING_DB, ROOT, Ports,
-                       airflow_db, stack_dir, venv_bin)
+from .settings import (AIRFLOW_DB, CONN_ICEBERG, CONN_KAFKA, CONN_POSTGRES, CONN_REPORTING, CONN_SPARK, CONN_STOCK,
+                       CONN_STOCK_REPORTS, ICEBERG_CATALOG_NAME, ICEBERG_DB, PIPELINE_DB, PIPELINE_ROLE, REPORTING_DB,
+                       ROOT, STOCK_DB, STOCK_REPORTS_DB, Ports, airflow_db, stack_dir, venv_bin)
 
 
 # A metadata database as the first `airflow db migrate` of this Airflow left it (up()).
@@ -37,6 +37,16 @@ def iceberg_catalog(port: int) -> str:
         "name": ICEBERG_CATALOG_NAME, "type": "sql",
         "uri": f"postgresql+psycopg2://{PIPELINE_ROLE}:{password}@127.0.0.1:{port}/{ICEBERG_DB}",
         "warehouse": (stack_dir() / "iceberg" / "warehouse").as_uri(),
+    })
+
+
+def _postgres_connection(port: int, db: str) -> str:
+    """An Airflow connection (JSON) of type postgres: the pipeline's role in `db` on the
+    stack's server at 127.0.0.1:port."""
+    password = secrets.load()["pipeline_password"]
+    return json.dumps({
+        "conn_type": "postgres", "host": "127.0.0.1", "port": port,
+        "login": PIPELINE_ROLE, "password": password, "schema": db,
     })
 
 
@@ -61,15 +71,21 @@ def environment() -> dict[str, str]:
             f"postgresql+psycopg2://{PIPELINE_ROLE}:{password}@127.0.0.1:{ports.postgres}/{airflow_db()}"
         ),
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.load()["airflow_jwt_secret"],
-        f"AIRFLOW_CONN_{CONN_POSTGRES.upper()}": json.dumps({
-            "conn_type": "postgres", "host": "127.0.0.1", "port": ports.postgres,
-            "login": PIPELINE_ROLE, "password": password, "schema": PIPELINE_DB,
-        }),
-        f"AIRFLOW_CONN_{CONN_REPORTING.upper()}": json.dumps({
-            "conn_type": "postgres", "host": "127.0.0.1", "port": ports.postgres,
-            "login": PIPELINE_ROLE, "password": password, "schema": REPORTING_DB,
-        }),
+        f"AIRFLOW_CONN_{CONN_POSTGRES.upper()}": _postgres_connection(ports.postgres, PIPELINE_DB),
+        f"AIRFLOW_CONN_{CONN_REPORTING.upper()}": _postgres_connection(ports.postgres, REPORTING_DB),
         "TWOPHASE_REPORTING_DSN": postgres.dsn(ports.postgres, REPORTING_DB),
+        # The stock server's two databases (max_prepared_transactions = 0: it cannot prepare).
+        f"AIRFLOW_CONN_{CONN_STOCK.upper()}": _postgres_connection(ports.postgres_stock, STOCK_DB),
+        f"AIRFLOW_CONN_{CONN_STOCK_REPORTS.upper()}": _postgres_connection(ports.postgres_stock, STOCK_REPORTS_DB),
+        "TWOPHASE_STOCK_DSN": postgres.dsn(ports.postgres_stock, STOCK_DB),
+        "TWOPHASE_STOCK_REPORTS_DSN": postgres.dsn(ports.postgres_stock, STOCK_REPORTS_DB),
+        # The same databases by their connection names, for the core's commands outside
+        # Airflow (python -m twophase verify, recover, show: Connections.from_env).
+        "TWOPHASE_CONNECTIONS": json.dumps({
+            CONN_REPORTING: ["postgres", postgres.dsn(ports.postgres, REPORTING_DB)],
+            CONN_STOCK: ["postgres", postgres.dsn(ports.postgres_stock, STOCK_DB)],
+            CONN_STOCK_REPORTS: ["postgres", postgres.dsn(ports.postgres_stock, STOCK_REPORTS_DB)],
+        }),
         "TWOPHASE_ICEBERG_CATALOG": iceberg_catalog(ports.postgres),
         f"AIRFLOW_CONN_{CONN_ICEBERG.upper()}": json.dumps({
             "conn_type": "iceberg", "extra": json.loads(iceberg_catalog(ports.postgres)),
@@ -147,7 +163,7 @@ def up(env: dict[str, str]) -> None:
         template, fresh = home() / f".migrated-template-{version}", not _has_schema(db)
         if fresh and template.exists() and _has_schema(MIGRATED):
             print(f"stack: Airflow's metadata database {db}: a copy of {MIGRATED}, migrated", flush=True)
-            postgres.copy_database(MIGRATED, db)
+            postgres.main().copy_database(MIGRATED, db)
         else:
             print("stack: migrating Airflow's metadata database (first time: ~30 s)", flush=True)
             proc = subprocess.run([str(venv_bin() / "airflow"), "db", "migrate"], env=env, capture_output=True,
@@ -155,7 +171,7 @@ def up(env: dict[str, str]) -> None:
             if proc.returncode != 0:
                 raise StackError(f"airflow db migrate failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
             if fresh:  # as the migration left it: nothing has used it, no session holds it
-                postgres.copy_database(db, MIGRATED)
+                postgres.main().copy_database(db, MIGRATED)
                 template.touch()
         _stamp(version).touch()
 

@@ -25,6 +25,15 @@ POSTGRES_SERVER_SETTINGS = {
     "max_connections": "200",
 }
 
+# The stock server: a second Postgres configured as PostgreSQL ships, so it cannot prepare
+# transactions, for the pipeline's targets on such servers. It holds only the tests' and
+# the example's small tables: little memory, few connections.
+POSTGRES_STOCK_SERVER_SETTINGS = {
+    "max_prepared_transactions": "0",  # PostgreSQL's default
+    "shared_buffers": "32MB",
+    "max_connections": "60",
+}
+
 # Kafka, one KRaft node acting as broker and controller.
 KAFKA_BROKER_SETTINGS = {
     "transaction.state.log.replication.factor": "1",
@@ -47,6 +56,12 @@ PIPELINE_DB = "twophase"
 # Airflow connection is twophase_reporting).
 REPORTING_DB = "twophase_reporting"
 CONN_REPORTING = "twophase_reporting"
+# The stock server's two databases of the pipeline role (a load can have targets in both);
+# their Airflow connections have the same names.
+STOCK_DB = "twophase_stock"
+CONN_STOCK = "twophase_stock"
+STOCK_REPORTS_DB = "twophase_stock_reports"
+CONN_STOCK_REPORTS = "twophase_stock_reports"
 # The benchmark's comparison with an earlier release (bench/compare) gives that release
 # this database for its transaction log: an older release cannot read a log that a newer
 # one has migrated.
@@ -75,6 +90,7 @@ def airflow_db() -> str:
 @dataclass(frozen=True)
 class Ports:
     postgres: int
+    postgres_stock: int
     kafka: int
     kafka_controller: int
     airflow: int
@@ -83,6 +99,7 @@ class Ports:
     def from_env(cls) -> "Ports":
         return cls(
             postgres=int(os.environ.get("TWOPHASE_PG_PORT", "15432")),
+            postgres_stock=int(os.environ.get("TWOPHASE_STOCK_PG_PORT", "15433")),
             kafka=int(os.environ.get("TWOPHASE_KAFKA_PORT", "19092")),
             kafka_controller=int(os.environ.get("TWOPHASE_KAFKA_CONTROLLER_PORT", "19093")),
             airflow=int(os.environ.get("TWOPHASE_AIRFLOW_PORT", "18080")),

@@ -70,6 +70,12 @@ def test_the_kafka_sources_bench():
     assert "| **whole load** |" in out and "prepare: the driver's start" in out, out
 
 
+def test_the_last_resource_beside_the_prepared_way():
+    out = bench("bench.last_resource", "--rows", "2000", "--reps", "1")
+    assert "2,000 rows, 1 repetitions per way" in out, out
+    assert "| prepared |" in out and "| last resource |" in out, out
+
+
 def test_the_exposure_window_before_and_after(monkeypatch):
     monkeypatch.setenv("TWOPHASE_AIRFLOW_DB", BENCH_AIRFLOW_DB)
     stack("up", env=dict(os.environ))  # makes and migrates the database (once)

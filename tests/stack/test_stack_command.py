@@ -43,7 +43,8 @@ def _processes_using(folder: Path) -> list[str]:
 def test_up_twice_status_down(tmp_path):
     folder = tmp_path / "stack"
     env = {**os.environ, "TWOPHASE_STACK_DIR": str(folder), "TWOPHASE_CLUSTER_DIR": str(tmp_path / "cluster"),
-           "TWOPHASE_PG_PORT": "16432", "TWOPHASE_KAFKA_PORT": "19292", "TWOPHASE_KAFKA_CONTROLLER_PORT": "19293"}
+           "TWOPHASE_PG_PORT": "16432", "TWOPHASE_STOCK_PG_PORT": "16433", "TWOPHASE_KAFKA_PORT": "19292",
+           "TWOPHASE_KAFKA_CONTROLLER_PORT": "19293"}
     try:
         first = _stack(env, "up")
         assert first.returncode == 0, first.stdout + first.stderr
@@ -54,12 +55,22 @@ def test_up_twice_status_down(tmp_path):
         status = _stack(env, "status")
         assert status.returncode == 0, status.stdout
         assert "postgres  up, 127.0.0.1:16432" in status.stdout
+        assert "postgres stock  up, 127.0.0.1:16433" in status.stdout
         assert "kafka     up, 127.0.0.1:19292" in status.stdout
 
         exports = _stack(env, "env").stdout
-        for name in ("TWOPHASE_PG_DSN", "TWOPHASE_KAFKA_BOOTSTRAP", "AIRFLOW_HOME"):
+        for name in ("TWOPHASE_PG_DSN", "TWOPHASE_KAFKA_BOOTSTRAP", "AIRFLOW_HOME", "AIRFLOW_CONN_TWOPHASE_STOCK",
+                     "AIRFLOW_CONN_TWOPHASE_STOCK_REPORTS"):
             assert f"export {name}=" in exports
         assert "127.0.0.1:16432" in exports and "127.0.0.1:19292" in exports
+        # The stock server's two databases, where the pipeline's role logs in and cannot prepare.
+        stock = {"TWOPHASE_STOCK_DSN": "twophase_stock", "TWOPHASE_STOCK_REPORTS_DSN": "twophase_stock_reports"}
+        for name, db in stock.items():
+            stock_dsn = re.search(rf"export {name}=(\S+)", exports).group(1).strip("'")
+            assert stock_dsn.endswith(f"@127.0.0.1:16433/{db}"), f"{name} is not {db} of the stock server"
+            with closing(psycopg2.connect(stock_dsn)) as conn, conn.cursor() as cur:
+                cur.execute("show max_prepared_transactions")
+                assert cur.fetchone() == ("0",)
 
         # A second metadata database (as the tests' Airflow has) is a copy of the migrated one.
         copy = _stack({**env, "TWOPHASE_AIRFLOW_DB": "airflow_copy"}, "up")
@@ -73,3 +84,6 @@ def test_up_twice_status_down(tmp_path):
     assert _processes_using(folder) == []
     after = _stack(env, "status")
     assert after.returncode != 0 and "postgres  down" in after.stdout and "kafka     down" in after.stdout
+    assert "postgres stock  down" in after.stdout
+    # Run as root, the clusters' files are outside tmp_path (under /var/lib/postgresql: postgres.py).
+    assert _stack(env, "reset").returncode == 0
