@@ -99,7 +99,8 @@ def load(data: Dataset, conns: Connections, log: PostgresLog, prepared: bool | N
         scratch.drop_table(conns.pg_dsn, table)
         scratch.delete_topics(conns.kafka_bootstrap, [topic.topic, topic.staging_topic])
         scratch.forget_load(conns.pg_dsn, conns.kafka_bootstrap, spec.load_id)
-        scratch.sql(conns.pg_dsn, f"delete from {DECISIONS} where load_id = %s", args=(spec.load_id,))
+        if scratch.sql(conns.pg_dsn, "select to_regclass(%s)", args=(DECISIONS,))[0][0]:  # made by the first load
+            scratch.sql(conns.pg_dsn, f"delete from {DECISIONS} where load_id = %s", args=(spec.load_id,))
 
 
 def report(rows: int, figures: dict[str, list[dict[str, float]]]) -> str:

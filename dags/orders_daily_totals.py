@@ -1,8 +1,11 @@
 """orders_daily_totals: a day of order events -> totals per customer and a summary of the
-day, atomically in two Postgres tables (analytics.customer_daily_totals,
-analytics.orders_daily_summary), a Kafka topic (customer-daily-totals) and an Apache
+day, atomically in two Postgres tables, a Kafka topic (customer-daily-totals) and an Apache
 Iceberg table (analytics.customer_daily_totals of the catalog `twophase_iceberg`,
-partitioned by day; the first load creates it).
+partitioned by day; the first load creates it). The tables are on two servers:
+analytics.customer_daily_totals in the pipeline's database, which prepares its
+transaction; analytics.orders_daily_summary in the stock server's database
+(`twophase_stock`: max_prepared_transactions = 0, as PostgreSQL ships), which commits as
+the load's last resource, its commit the load's decision (docs/protocol.md).
 
 Schedule: daily at midnight UTC, each run loading the day that just ended (its data
 interval). ORDERS_SCHEDULE overrides the cron expression, e.g. "*/2 * * * *" in a test.
@@ -93,7 +96,8 @@ with DAG(
     two_phase_load(
         LoadConfig(targets=[
             Table("analytics.customer_daily_totals", interval_column="day", ddl=TABLE_DDL),
-            Table("analytics.orders_daily_summary", interval_column="day", frame="summary", ddl=SUMMARY_DDL),
+            Table("analytics.orders_daily_summary", interval_column="day", frame="summary", ddl=SUMMARY_DDL,
+                  conn_id="twophase_stock"),
             Topic("customer-daily-totals", key_column="customer_id"),
             IcebergTable("analytics.customer_daily_totals", interval_column="day", columns=ICEBERG_COLUMNS,
                          partition_by=("day",)),

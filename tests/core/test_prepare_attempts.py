@@ -114,8 +114,8 @@ def test_a_zombie_prepare_attempt_never_counts(where, txlog, many, pg_dsn, repor
     for dsn in (pg_dsn, reporting_dsn):
         assert [g for g in prepared_gids(dsn) if spec.load_id in g] == []
         assert [t for t, lid in staging_tables(dsn).items() if lid == spec.load_id] == []
-    shown = subprocess.run([sys.executable, "-m", "twophase", "show", spec.load_id], capture_output=True, text=True,
-                           timeout=120, env=os.environ)
+    shown = subprocess.run([sys.executable, "-m", "twophase", "show", spec.load_id, "--json"], capture_output=True,
+                           text=True, timeout=120, env=os.environ)
     assert shown.returncode == 0 and json.loads(shown.stdout)["prepare_attempts"] == 2, shown.stderr
     assert iceberg_leftovers(many["iceberg"], spec.load_id, attempt=1) == []
     assert iceberg_leftovers(many["iceberg"], spec.load_id, attempt=2) == []

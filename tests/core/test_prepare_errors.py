@@ -25,8 +25,8 @@ from twophase.ops.verify import verify
 
 
 def _show(load_id: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "twophase", "show", load_id], capture_output=True, text=True,
-                          timeout=120, env=os.environ)
+    proc = subprocess.run([sys.executable, "-m", "twophase", "show", load_id, "--json"], capture_output=True,
+                          text=True, timeout=120, env=os.environ)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 

@@ -212,8 +212,8 @@ def test_kafka_source_loads_are_exactly_once_while_events_keep_coming(spark, eve
 
     # `show` names the load's range, and `show` and `status` the source's lag now: nothing left.
     last = max(committed, key=lambda lid: log.get(lid).began_at)
-    shown = subprocess.run([sys.executable, "-m", "twophase", "show", last], capture_output=True, text=True,
-                           timeout=120)
+    shown = subprocess.run([sys.executable, "-m", "twophase", "show", last, "--json"], capture_output=True,
+                           text=True, timeout=120)
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["source"].startswith(f"kafka:default/{events['source']}#{events['pipeline']}: ")
     assert json.loads(shown.stdout)["source_lag"] == 0

@@ -104,7 +104,7 @@ def test_a_load_into_a_stock_and_a_prepared_database_a_topic_and_an_iceberg_tabl
     # What an operator reads: status's line under the load, show's JSON.
     assert cli.main(["status", "--pipeline", spec.pipeline], connect=lambda: conns) == 0
     assert begun.spec().describe_last_resource() in capsys.readouterr().out
-    assert cli.main(["show", spec.load_id], connect=lambda: conns) == 0
+    assert cli.main(["show", spec.load_id, "--json"], connect=lambda: conns) == 0
     assert json.loads(capsys.readouterr().out)["last_resource"] == {
         "participant": "postgres@stock", "why": "its server has max_prepared_transactions = 0"}
 

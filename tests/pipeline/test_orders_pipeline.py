@@ -95,7 +95,7 @@ def assert_exact_result(pg_dsn, kafka_bootstrap, folder, day, load_id):
         assert datetime.fromisoformat(value["last_order_at"]) == t.last
 
 
-def test_a_day_commits_exactly_on_both_sides(run_dag, orders_data, fresh_day, pg_dsn, kafka_bootstrap):
+def test_a_day_commits_exactly_on_both_sides(run_dag, orders_data, fresh_day, pg_dsn, stock_dsn, kafka_bootstrap):
     made = generate(orders_data / "landing", fresh_day, 5000, bad_share=0.02)
     clear_queue()
     run = run_dag({"date": fresh_day.isoformat(), "max_rejected_share": 0.05})
@@ -106,13 +106,14 @@ def test_a_day_commits_exactly_on_both_sides(run_dag, orders_data, fresh_day, pg
 
     # The commit emitted one asset per target with the load id, so the downstream DAG is due.
     events = asset_events(run.run_id)
-    assert set(events) == {"postgres:" + TABLE, "postgres:" + SUMMARY, "kafka:" + TOPIC, "iceberg:" + LAKE}
+    assert set(events) == {"postgres:" + TABLE, "postgres@twophase_stock:" + SUMMARY, "kafka:" + TOPIC,
+                           "iceberg:" + LAKE}
     assert {e["load_id"] for e in events.values()} == {load_id}
     assert queued_assets() == {"postgres:" + TABLE, "kafka:" + TOPIC}
 
     expected, lines, rejected = expected_totals(made.folder, fresh_day)
-    # The day's summary row, in the same load (same transaction as the per-customer rows).
-    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+    # The day's summary row, in the same load, on the stock server: its last resource.
+    with psycopg2.connect(stock_dsn) as conn, conn.cursor() as cur:
         cur.execute(f"select orders, revenue, customers, rejected_lines, load_id from {SUMMARY} where day = %s",
                     (fresh_day,))
         assert cur.fetchall() == [(sum(t.orders for t in expected.values()),
@@ -122,12 +123,15 @@ def test_a_day_commits_exactly_on_both_sides(run_dag, orders_data, fresh_day, pg
             "0 duplicate deliveries skipped, 0 blank lines skipped") in run.task_log("prepare")
     assert sum(1 for p in (orders_data / "rejects").rglob("*.json") for _ in p.open()) == rejected
     assert "DECISION: COMMIT" in run.task_log("vote") and "vote of kafka: YES" in run.task_log("vote")
+    assert ("postgres@twophase_stock commits last, without a prepared transaction (its server has "
+            "max_prepared_transactions = 0)") in run.task_log("vote")
     assert f"COMMITTED load {load_id}" in run.task_log("commit")
     assert parse_dsn(pg_dsn)["password"] not in run.output, "the Postgres password leaked into a log"
     assert_verified(pg_dsn, kafka_bootstrap, fresh_day)
 
 
-def test_quality_gate_rolls_back_and_fails_the_run(run_dag, orders_data, fresh_day, pg_dsn, kafka_bootstrap):
+def test_quality_gate_rolls_back_and_fails_the_run(run_dag, orders_data, fresh_day, pg_dsn, stock_dsn,
+                                                   kafka_bootstrap):
     made = generate(orders_data / "landing", fresh_day, 3000, bad_share=0.10)
     before = folder_digest(made.folder)
     run = run_dag({"date": fresh_day.isoformat(), "max_rejected_share": 0.05})
@@ -139,9 +143,11 @@ def test_quality_gate_rolls_back_and_fails_the_run(run_dag, orders_data, fresh_d
     assert state == "ABORTED" and "input lines rejected" in reason and "above the maximum of 5.00%" in reason
     assert table_rows(pg_dsn, fresh_day) == {} and lake_rows(fresh_day) == {}
     assert topic_records(kafka_bootstrap, [load_id]) == []
-    with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
+    with psycopg2.connect(stock_dsn) as conn, conn.cursor() as cur:
         cur.execute(f"select count(*) from {SUMMARY} where day = %s", (fresh_day,))
         assert cur.fetchone() == (0,), "the summary table got nothing either"
+        cur.execute("select decision from twophase.decisions where load_id = %s", (load_id,))
+        assert cur.fetchall() == [("ABORT",)], "the rollback claimed the last resource's ABORT marker first"
     assert folder_digest(made.folder) == before, "the input must be untouched"
     rollback = run.task_log("rollback")
     assert f"ROLLED BACK load {load_id}" in rollback and "input lines rejected" in rollback

@@ -58,19 +58,20 @@ def _sql(dsn: str, sql: str, *args):
         return cur.fetchall() if cur.description else cur.rowcount
 
 
-def _assert_holds_nothing(pg_dsn: str, kafka_bootstrap: str, load_id: str, day: str) -> None:
+def _assert_holds_nothing(pg_dsn: str, stock_dsn: str, kafka_bootstrap: str, load_id: str, day: str) -> None:
     """The waiting load holds nothing: no prepared transaction of its own, no lock on the
-    target tables and no open transaction on the topic that outlasts HELD_S, and a writer
-    updates the day's rows at once. The tables and the topic are the example DAG's, which
+    target tables (the summary's on the stock server) and no open transaction on the topic
+    that outlasts HELD_S, and a writer updates the day's rows at once. The tables and the topic are the example DAG's, which
     tests on other workers load meanwhile: a lock or a transaction of their commits lasts
     seconds and is gone within HELD_S, where one of this load's would last the whole wait.
     The locks of prepared transactions (held by no session) are the first check's: it
     looks for this load's by gid, and other loads' may wait for their recovery."""
     assert [g for g in prepared_gids(pg_dsn) if load_id in g] == [], "a prepared transaction while it waits"
-    _never_held(lambda: _sql(pg_dsn, "select l.pid, l.mode, a.application_name, a.state, left(a.query, 200) "
-                                     "from pg_locks l join pg_stat_activity a on a.pid = l.pid "
-                                     "where l.relation in (%s::regclass, %s::regclass)", TABLE, SUMMARY),
-                "a lock on a target table while it waits")
+    for dsn, table in ((pg_dsn, TABLE), (stock_dsn, SUMMARY)):
+        _never_held(lambda: _sql(dsn, "select l.pid, l.mode, a.application_name, a.state, left(a.query, 200) "
+                                      "from pg_locks l join pg_stat_activity a on a.pid = l.pid "
+                                      "where l.relation = %s::regclass", table),
+                    f"a lock on {table} while it waits")
     with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:  # a writer of the day's rows
         cur.execute("set lock_timeout = '2s'")
         cur.execute(f"update {TABLE} set orders = orders + 1 where day = %s and load_id = 'writer'", (day,))
@@ -99,7 +100,7 @@ def _never_held(held, what: str) -> None:
         time.sleep(1)
 
 
-def test_an_unanswered_approval_holds_nothing_while_it_waits_then_rejects(api, pg_dsn, kafka_bootstrap):
+def test_an_unanswered_approval_holds_nothing_while_it_waits_then_rejects(api, pg_dsn, stock_dsn, kafka_bootstrap):
     txlog = PostgresLog(pg_dsn)
     run_id, load_id = _ask(api, pg_dsn, approval_timeout_minutes=WAIT_S / 60)
     load = txlog.get(load_id)
@@ -116,7 +117,7 @@ def test_an_unanswered_approval_holds_nothing_while_it_waits_then_rejects(api, p
 
         checks, started = 0, time.monotonic()
         while api.task_state(DAG_ID, run_id, "approve") == "awaiting_input":
-            _assert_holds_nothing(pg_dsn, kafka_bootstrap, load_id, day)
+            _assert_holds_nothing(pg_dsn, stock_dsn, kafka_bootstrap, load_id, day)
             checks += 1
             time.sleep(CHECK_EVERY_S)
         waited = time.monotonic() - started

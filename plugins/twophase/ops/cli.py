@@ -23,7 +23,7 @@ from ..log import MIGRATIONS, DriverBusy, PostgresLog, StateConflict, UnknownLoa
 from ..protocol import coordinator, sourcing
 from ..sources import Range, SourceError
 from ..spec import SpecError
-from . import recovery, report
+from . import recovery, report, show
 from .verify import verify
 
 
@@ -68,7 +68,7 @@ def cmd_show(log, conns, args) -> int:
         print(json.dumps(load.audit, indent=2))
         return 0
     votes = log.votes(load.load_id)
-    print(json.dumps({
+    shown = {
         **report.summarize(load.__dict__, votes.values()).to_json(), "participants": load.participants,
         "input": load.input, **_source(log, load, conns), "expected_rows": load.expected_rows, "metrics": load.metrics,
         "prepare_error": load.prepare_error, "prepare_attempts": load.prepare_attempt,
@@ -77,7 +77,8 @@ def cmd_show(log, conns, args) -> int:
         "votes": {name: v.to_json() for name, v in votes.items()},
         "history": [{"from": t.from_state, "to": t.to_state, "reason": t.reason, "at": t.at.isoformat()}
                     for t in log.history(load.load_id)],
-    }, indent=2, default=str))
+    }
+    print(json.dumps(shown, indent=2, default=str) if args.json else show.render(shown))
     return 0
 
 
@@ -193,10 +194,11 @@ def main(argv: list[str] | None = None, connect: Callable[[], Connections] = Con
         p.add_argument("--json", action="store_true")
         p.add_argument("--limit", type=int, default=report.DEFAULT_LIMIT if name == "status" else 1000)
         p.add_argument("--pipeline")
-    show = sub.add_parser("show", help="one load: votes and transition history")
-    show.add_argument("load_id")
-    show.add_argument("--rejected", action="store_true", help="its rejected input lines kept in the quarantine")
-    show.add_argument("--audit", action="store_true", help="its audit report as JSON (twophase/audit/report.schema.json)")
+    one = sub.add_parser("show", help="one load: its state and why, what it read and wrote, votes and history")
+    one.add_argument("load_id")
+    one.add_argument("--json", action="store_true", help="all of it as JSON (what the text shows, and more)")
+    one.add_argument("--rejected", action="store_true", help="its rejected input lines kept in the quarantine")
+    one.add_argument("--audit", action="store_true", help="its audit report as JSON (twophase/audit/report.schema.json)")
     sub.add_parser("migrate", help="create or upgrade the log's schema (as its owner: docs/clusters.md)")
     aba = sub.add_parser("abandon", help="end a rollback that cannot finish (ABORTING -> ABORTED), freeing its "
                                          "data interval; once you checked nothing of the load is visible")

@@ -66,7 +66,7 @@ def iceberg_asset(table: str, iceberg_conn_id: str = DEFAULT_CONN_ID):
     """The Asset a load's commit emits for `table` of connection `iceberg_conn_id`."""
     if not isinstance(table, str):
         raise SpecError(f"iceberg_asset: table must be a string like 'namespace.table', got {table!r}")
-    return named_asset("iceberg_asset", "iceberg", table, iceberg_conn_id, IcebergTarget)
+    return named_asset("iceberg_asset", "iceberg", table, iceberg_conn_id, IcebergTarget, DEFAULT_CONN_ID)
 
 
 def address(conn, conn_id: str) -> str:

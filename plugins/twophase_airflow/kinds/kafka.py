@@ -54,7 +54,7 @@ class Topic:
 
 def topic_asset(topic: str, kafka_conn_id: str = DEFAULT_CONN_ID):
     """The Asset a load's commit emits for `topic` of connection `kafka_conn_id`."""
-    return named_asset("topic_asset", "kafka", topic, kafka_conn_id, check_topic)
+    return named_asset("topic_asset", "kafka", topic, kafka_conn_id, check_topic, DEFAULT_CONN_ID)
 
 
 def address(conn, conn_id: str) -> str:

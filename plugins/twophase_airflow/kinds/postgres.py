@@ -71,7 +71,7 @@ def table_asset(table: str, pg_conn_id: str = DEFAULT_CONN_ID):
     """The Asset a load's commit emits for `table` of connection `pg_conn_id`."""
     if not isinstance(table, str):
         raise SpecError(f"table_asset: table must be a string like 'schema.table', got {table!r}")
-    return named_asset("table_asset", "postgres", table, pg_conn_id, PostgresTarget)
+    return named_asset("table_asset", "postgres", table, pg_conn_id, PostgresTarget, DEFAULT_CONN_ID)
 
 
 def address(conn, conn_id: str) -> str:

@@ -54,15 +54,19 @@ def interval_value(interval: tuple) -> str:
     return start.date().isoformat() if whole_day else start.isoformat()
 
 
-def named_asset(caller: str, kind: str, name: str, conn_id: str, check):
+def named_asset(caller: str, kind: str, name: str, conn_id: str, check, default_conn_id: str):
     """The Asset of `name` on connection `conn_id`, once `check(name)` (the core's rule)
     accepts it; its SpecError is raised naming `caller`. Identity must not depend on where
     a DAG file is parsed, so the URI names the Airflow connection (the server) and the
-    object, in the project's own `x-twophase` scheme."""
+    object, in the project's own `x-twophase` scheme. Its name is `<kind>:<name>` on the
+    kind's default connection, else `<kind>@<conn_id>:<name>` (as participants are named):
+    Airflow keeps one active asset per name, so two tables of one name in two databases
+    need two."""
     from airflow.sdk import Asset
 
     try:
         check(name)
     except SpecError as exc:
         raise SpecError(f"{caller}: {exc}") from None
-    return Asset(name=f"{kind}:{name}", uri=f"x-twophase-{kind}://{conn_id}/{name}")
+    where = "" if conn_id == default_conn_id else f"@{conn_id}"
+    return Asset(name=f"{kind}{where}:{name}", uri=f"x-twophase-{kind}://{conn_id}/{name}")

@@ -1,0 +1,90 @@
+"""`python -m twophase show LOAD` as a person reads it: one screen, the load's state and why,
+what it read and wrote, how long each phase took, each vote, and its history. The same
+facts as `--json` (cli.cmd_show builds one dict; this renders it), so the two never
+disagree."""
+
+from __future__ import annotations
+
+import json
+
+from ..gates import approval
+from ..spec import last_resource_line
+
+WIDTH = 10  # the labels' column
+
+
+def render(shown: dict) -> str:
+    """The text of `shown`, the dict `show --json` prints."""
+    lines = [_row("load", shown["load_id"]),
+             _row("pipeline", f"{shown['pipeline']}, run {shown['run_id']}"),
+             _row("state", shown["state"] + (f" (decision {shown['decision']})" if shown.get("decision") else "")
+                  + (f": {shown['reason']}" if shown.get("reason") else ""))]
+    if shown.get("data_interval_start"):
+        lines.append(_row("interval", f"{shown['data_interval_start']} .. {shown['data_interval_end']}"))
+    lines.append(_row("input", _input(shown)))
+    if shown.get("last_resource"):
+        lines.append(_row("commit", last_resource_line(shown["last_resource"]["participant"],
+                                                       shown["last_resource"]["why"])))
+    if shown.get("prepare_error"):
+        lines.append(_row("prepare", f"failed: {shown['prepare_error']}"))
+    if shown.get("expected"):
+        lines.append(_row("rows", "Spark computed " + _counts(shown["expected"])))
+    lines.append(_row("timings", _timings(shown)))
+    if shown.get("metrics"):
+        lines.append(_row("metrics", " · ".join(f"{k} {_value(v)}" for k, v in shown["metrics"].items())))
+    lines.append(_row("audit", _audit(shown.get("audit"))))
+    lines.append(_row("approval", approval.describe(shown["approval"]) if shown.get("approval") else "not asked"))
+    if shown.get("votes"):
+        lines.append("votes")
+        width = max(map(len, shown["votes"]))
+        for name, vote in shown["votes"].items():
+            said = vote.get("summary") if vote["yes"] else vote.get("reason")
+            lines.append(f"  {name:<{width}}  {'YES' if vote['yes'] else 'NO':<3}  {vote['count']:>12,}  {said or ''}"
+                         .rstrip())
+    if shown.get("history"):
+        lines.append("history")
+        for t in shown["history"]:
+            move = f"{t['from']} -> {t['to']}" if t.get("from") else t["to"]
+            lines.append(f"  {t['at']}  {move}" + (f": {t['reason']}" if t.get("reason") else ""))
+    lines.append(_row("more", f"python -m twophase show {shown['load_id']} --json (all of it) · --audit (the audit's "
+                              "report) · --rejected (the quarantined lines)"))
+    return "\n".join(lines)
+
+
+def _row(label: str, text: str) -> str:
+    return f"{label:<{WIDTH}}{text}"
+
+
+def _input(shown: dict) -> str:
+    if shown.get("source"):
+        lag = shown.get("source_lag")
+        return shown["source"] + ("" if lag is None else f"; the source is {lag} ahead of its committed loads now")
+    return json.dumps(shown.get("input") or {}, default=str) if shown.get("input") else "as the job found it"
+
+
+def _timings(shown: dict) -> str:
+    parts = [f"{name} {_seconds(shown.get(key))}" for name, key in
+             (("prepare", "prepare_s"), ("vote", "vote_s"), ("phase 2", "phase2_s"), ("exposure", "exposure_s"))]
+    attempts = shown.get("prepare_attempts") or 0
+    return " · ".join(parts) + (f" ({attempts} prepare attempts)" if attempts > 1 else "")
+
+
+def _seconds(value) -> str:
+    return "-" if value is None else f"{value:.1f} s"
+
+
+def _counts(counts: dict) -> str:
+    return " · ".join(f"{target} {_value(n)}" for target, n in counts.items())
+
+
+def _value(v) -> str:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return json.dumps(v, default=str) if isinstance(v, (dict, list)) else str(v)
+    return f"{v:,}" if isinstance(v, int) else f"{v:g}"
+
+
+def _audit(summary: dict | None) -> str:
+    if summary is None:
+        return "not audited"
+    rules = ", ".join(f"{rule} {verdict}" for rule, verdict in summary["rules"].items())
+    return f"{summary['verdict']}" + (f" ({rules})" if rules else "")
