@@ -61,9 +61,10 @@ def _sql(dsn: str, sql: str, *args):
 def _assert_holds_nothing(pg_dsn: str, stock_dsn: str, kafka_bootstrap: str, load_id: str, day: str) -> None:
     """The waiting load holds nothing: no prepared transaction of its own, no lock on the
     target tables (the summary's on the stock server) and no open transaction on the topic
-    that outlasts HELD_S, and a writer updates the day's rows at once. The tables and the topic are the example DAG's, which
-    tests on other workers load meanwhile: a lock or a transaction of their commits lasts
-    seconds and is gone within HELD_S, where one of this load's would last the whole wait.
+    that outlasts HELD_S, and a writer updates the day's rows at once. The tables and the
+    topic are the example DAG's, which tests on other workers load meanwhile: a lock or a
+    transaction of their commits lasts seconds and is gone within HELD_S, where one of this
+    load's would last the whole wait.
     The locks of prepared transactions (held by no session) are the first check's: it
     looks for this load's by gid, and other loads' may wait for their recovery."""
     assert [g for g in prepared_gids(pg_dsn) if load_id in g] == [], "a prepared transaction while it waits"

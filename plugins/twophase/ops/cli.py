@@ -198,7 +198,8 @@ def main(argv: list[str] | None = None, connect: Callable[[], Connections] = Con
     one.add_argument("load_id")
     one.add_argument("--json", action="store_true", help="all of it as JSON (what the text shows, and more)")
     one.add_argument("--rejected", action="store_true", help="its rejected input lines kept in the quarantine")
-    one.add_argument("--audit", action="store_true", help="its audit report as JSON (twophase/audit/report.schema.json)")
+    one.add_argument("--audit", action="store_true",
+                     help="its audit report as JSON (twophase/audit/report.schema.json)")
     sub.add_parser("migrate", help="create or upgrade the log's schema (as its owner: docs/clusters.md)")
     aba = sub.add_parser("abandon", help="end a rollback that cannot finish (ABORTING -> ABORTED), freeing its "
                                          "data interval; once you checked nothing of the load is visible")
