@@ -41,6 +41,8 @@ def main(run_log: Path, day: str) -> int:
           f"{m.get('orders', '-')} orders, {m.get('rejected_lines', '-')} rejected (kept in {load.input.get('rejects')}), "
           f"{m.get('duplicate_lines', '-')} duplicate deliveries, {m.get('blank_lines', '-')} blank; "
           f"{m.get('skipped_files', '-')} files not read")
+    if load.spec().last_resource:
+        print(f"  commit    {load.spec().describe_last_resource()}")
     for vote in votes.values():
         print(f"  {vote.participant:<9} {vote.summary or vote.count}")
     for target, seen in finding.visible.items():
