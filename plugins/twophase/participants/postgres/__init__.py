@@ -11,6 +11,10 @@
   PREPARED and drop staging.
 Both are idempotent: the marker row, committed or rolled back with the load, tells a
 retry what already happened.
+- as the load's last resource (a server with max_prepared_transactions = 0, or tables with
+  prepared=False; docs/adr/0011): ready only checks staging; commit, in the vote, inserts the
+  load's COMMIT marker into twophase.decisions, promotes every table and commits, in one
+  local transaction, which is the load's decision; abort first claims the ABORT marker.
 
 Files:
 - target.py: PostgresTarget, what a load says about a table (plain data, no driver).
