@@ -25,9 +25,13 @@ th, td { border-bottom: 1px solid #e2e8f0; padding: 4px 8px; text-align: left; v
 th { background: #f7fafc; font-weight: 600; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.ts { font-variant-numeric: tabular-nums; white-space: nowrap; }
-td.id { font-family: ui-monospace, monospace; font-size: 12px; min-width: 19em; overflow-wrap: anywhere; }
+td.id { font-family: ui-monospace, monospace; font-size: 12px; min-width: 14em; overflow-wrap: anywhere; }
 td.id .run { display: block; margin-top: 2px; color: #4a5568; }
 td.reason { min-width: 12em; overflow-wrap: anywhere; }
+td.reason .clamp { display: -webkit-box; -webkit-line-clamp: 3; -webkit-box-orient: vertical; overflow: hidden; }
+table.loads { table-layout: fixed; } table.loads td { overflow-wrap: anywhere; }
+col.began { width: 7.5em; } col.id { width: 15em; } col.pipeline { width: 9em; } col.state { width: 7.5em; }
+col.num { width: 5.5em; } col.reason { width: 24%; }
 td.began { font-variant-numeric: tabular-nums; min-width: 6.5em; }
 td.counts { font-variant-numeric: tabular-nums; min-width: 12em; }
 td.counts .count { white-space: nowrap; } td.counts .target { color: #4a5568; }
@@ -151,29 +155,46 @@ def list_page(rows: list[LoadSummary], *, detail_url: Callable[[str], str], pipe
     else:
         count_heads = "".join(f'<th class="target">{breakable(t)}</th>' for t in targets)
         counts_of = lambda r: "".join(f'<td class="num">{count(r.counts.get(t))}</td>' for t in targets)  # noqa: E731
-    head = ("<tr><th>Began</th><th>Load / DAG run</th><th>Pipeline</th><th>State</th><th>Decision</th>"
-            f"{count_heads}<th>Prepare</th><th>Vote</th><th>Phase 2</th>"
+    # The columns a person scans first; the phases' timings are each row's title, and all of
+    # it is on the load's page. One pipeline chosen: its name is in the filter, not a column.
+    by_pipeline = "" if pipeline else "<th>Pipeline</th>"
+    # Fixed widths (table.loads): long names and reasons wrap inside their column, so the
+    # table is never wider than the screen; the counts take what is left.
+    cols = ('<colgroup><col class="began"><col class="id">' + ("" if pipeline else '<col class="pipeline">')
+            + '<col class="state">' + '<col class="counts">' * (len(targets) if targets else 1)
+            + '<col class="num"><col class="num"><col class="reason"></colgroup>')
+    head = ("<tr><th>Began</th><th>Load / DAG run</th>" + by_pipeline + "<th>State</th>"
+            f"{count_heads}"
+            '<th title="from begin to the end of phase 2; each phase on the row\'s title and the load\'s page">'
+            "Took</th>"
             '<th title="from the vote making participants ready (locks, a prepared transaction) to the end of '
             'phase 2\">Exposed</th>'
             "<th>Reason</th></tr>")
     body = "".join(
-        "<tr>"
+        f'<tr title="{e(_phases(r))}">'
         f'<td class="began">{e(when(r.began_at))}</td>'
         f'<td class="id"><a href="{e(detail_url(r.load_id))}">{e(r.load_id)}</a>'
         f'<span class="run">run {_run_link(r.pipeline, r.run_id)}</span></td>'
-        f"<td>{e(r.pipeline)}</td>"
-        f"<td>{_state(r.state)}</td><td>{e(r.decision)}</td>"
+        + ("" if pipeline else f"<td>{e(r.pipeline)}</td>")
+        + f"<td>{_state(r.state)}</td>"
         f"{counts_of(r)}"
-        f'<td class="num">{duration(r.prepare_s)}</td><td class="num">{duration(r.vote_s)}</td>'
-        f'<td class="num">{duration(r.phase2_s)}</td><td class="num">{duration(r.exposure_s)}</td>'
-        f'<td class="reason">{e(r.reason)}</td>'
+        f'<td class="num">{duration(seconds(r.began_at, r.finished_at))}</td>'
+        f'<td class="num">{duration(r.exposure_s)}</td>'
+        f'<td class="reason"><div class="clamp" title="{e(r.reason)}">{e(r.reason)}</div></td>'
         "</tr>"
         for r in rows
     )
     shown = (f'<p class="muted">{len(rows)} loads, newest first'
              f'{" (the newest " + str(limit) + ")" if len(rows) == limit else ""}.</p>')
-    table = f'<div class="scroll"><table>{head}{body}</table></div>' if rows else '<p class="muted">No loads in the transaction log match.</p>'
+    table = (f'<div class="scroll"><table class="loads">{cols}{head}{body}</table></div>' if rows
+             else '<p class="muted">No loads in the transaction log match.</p>')
     return page("Transactions", f"<h1>Transactions</h1>{filters}{shown if rows else ''}{table}")
+
+
+def _phases(r: LoadSummary) -> str:
+    """A row's title: each phase's time, and the decision."""
+    return (f"prepare {duration(r.prepare_s)}, vote {duration(r.vote_s)}, phase 2 {duration(r.phase2_s)}"
+            + (f"; decision {r.decision}" if r.decision else "; not decided yet"))
 
 
 def _audit(report: dict | None) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -22,6 +23,7 @@ from twophase.protocol.states import State
 from twophase.protocol.votes import Vote
 from twophase.sources.files import FilesSource
 
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"
 ROLLBACK_REASON = 'quality gate: <b>12%</b> of lines rejected & "too many" > 5%'
 OPEN_RUN = "manual__2026-11-20T01:02:03.456789+00:00"
 ABORTED_RUN = "scheduled__2026-11-19T00:00:00+00:00"
@@ -132,7 +134,7 @@ def test_html_list_escapes_and_links_the_dag_run(client, token, loads, pipeline)
     assert "<b>12%</b>" not in page
     assert f'href="/dags/{pipeline}/runs/{OPEN_RUN}"' in page
     assert f'href="/loads/{loads["aborted"]}"' in page
-    rows = re.findall(r"<tr>.*?</tr>", page)
+    rows = re.findall(r"<tr[ >].*?</tr>", page)
     prepared_row = next(r for r in rows if loads["prepared"] in r)
     aborted_row = next(r for r in rows if loads["aborted"] in r)
     assert "PREPARED" in prepared_row and "1,234" in prepared_row
@@ -171,6 +173,38 @@ def test_detail_page_shows_votes_history_metrics(client, token, loads, pipeline)
 
     missing = client.get("/loads/no-such-load", headers=_bearer(token))
     assert missing.status_code == 404 and "no-such-load" in missing.text
+
+
+LAPTOP = {"width": 1366, "height": 768}  # the most common laptop screen
+
+
+@pytest.mark.parametrize("view", ["every pipeline", "one pipeline"])
+def test_the_list_fits_a_laptop_screen_without_scrolling_sideways(client, token, loads, pipeline, view):
+    """Its widest content, a reason of a rollback, wraps within its column (at most three
+    lines; the whole of it on the load's page), and every column, Reason last, is on the
+    screen. Drawn by the stack's Chromium; the screenshot is kept in test-artifacts/ui."""
+    from playwright.sync_api import sync_playwright
+
+    client.cookies.set("_token", token)
+    try:
+        html = client.get("/", params={"pipeline": pipeline} if view == "one pipeline" else {}).text
+    finally:
+        client.cookies.clear()
+    assert loads["aborted"] in html, "the rolled back load, with its long reason, is on the page"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
+                                    args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
+        try:
+            page = browser.new_page(viewport=LAPTOP)
+            page.set_content(html)
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / f"transactions-list-{view.replace(' ', '-')}-1366.png"))
+            wide = page.evaluate("document.documentElement.scrollWidth")
+            reason = page.locator("th", has_text="Reason").bounding_box()
+        finally:
+            browser.close()
+    assert wide <= LAPTOP["width"], f"the list is {wide} px wide on a {LAPTOP['width']} px screen"
+    assert reason["x"] + reason["width"] <= LAPTOP["width"], reason
 
 
 @pytest.mark.parametrize("path", ["/", "/api/loads", "/loads/anything", "/api/loads/anything"])
