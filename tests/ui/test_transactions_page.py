@@ -175,6 +175,18 @@ def test_detail_page_shows_votes_history_metrics(client, token, loads, pipeline)
     assert missing.status_code == 404 and "no-such-load" in missing.text
 
 
+def test_the_lists_filters_are_in_its_address_so_a_view_can_be_shared(client, token, loads, pipeline):
+    client.cookies.set("_token", token)
+    try:
+        page = client.get("/", params={"pipeline": pipeline, "state": "ABORTED", "limit": 7}).text
+    finally:
+        client.cookies.clear()
+    assert '<form class="filters" method="get">' in page  # submitting it puts the filters in the address
+    assert f'<option value="{pipeline}" selected>' in page and '<option value="ABORTED" selected>' in page
+    assert 'name="limit" min="1" value="7"' in page
+    assert loads["aborted"] in page and loads["prepared"] not in page
+
+
 LAPTOP = {"width": 1366, "height": 768}  # the most common laptop screen
 
 
