@@ -23,6 +23,7 @@ from twophase.gates import audit_step, quarantine
 from twophase.gates.approval import ApprovalGate
 from twophase.gates.audit_step import AuditGate
 from twophase.log import PostgresLog, TransactionLog, UnknownLoad
+from twophase.ops import show
 from twophase.protocol import coordinator
 from twophase.protocol.outcome import Outcome
 from twophase.protocol.states import TERMINAL, State
@@ -305,6 +306,7 @@ def finish(cfg: LoadConfig, pipeline: str, context) -> None:
         if context["ti"].xcom_pull(task_ids=BEGIN_TASK, key=REFUSED):
             raise AirflowFailException(f"no load was begun: {_begin_said(context)}") from None
         raise AirflowFailException(f"the outcome of load {lid} cannot be read now: {exc}") from None
+    _show(txlog, load, conns)
     if load.state == State.COMMITTED:
         log.info("load %s COMMITTED: %s rows; see `python -m twophase show %s`", lid, load.expected_rows, lid)
         return
@@ -313,6 +315,18 @@ def finish(cfg: LoadConfig, pipeline: str, context) -> None:
     raise AirflowFailException(f"load {lid} did not finish: it is {load.state}"
                                f"{f' ({load.reason})' if load.reason else ''}; the twophase_recovery DAG resolves "
                                f"it (see `python -m twophase show {lid}`)")
+
+
+def _show(txlog, load, conns) -> None:
+    """The whole run's story in one place, the finish task's log: the load as `python -m
+    twophase show` prints it. Never fails the task: it only tells."""
+    try:
+        text = show.render(show.facts(txlog, load, conns))
+    except Exception as exc:  # noqa: BLE001 - the outcome below still stands
+        log.warning("the load could not be shown here (%s); see `python -m twophase show %s`", one_line(str(exc)),
+                    load.load_id)
+        return
+    log.info("load %s, as `python -m twophase show` prints it:\n%s", load.load_id, text)
 
 
 def _begin_said(context) -> str:

@@ -126,6 +126,12 @@ def test_a_day_commits_exactly_on_both_sides(run_dag, orders_data, fresh_day, pg
     assert ("postgres@twophase_stock commits last, without a prepared transaction (its server has "
             "max_prepared_transactions = 0)") in run.task_log("vote")
     assert f"COMMITTED load {load_id}" in run.task_log("commit")
+    # The whole run in one place: finish prints the load as `python -m twophase show` does.
+    finish = run.task_log("finish")
+    assert f"load {load_id}, as `python -m twophase show` prints it:" in finish
+    assert "state     COMMITTED (decision COMMIT)" in finish
+    assert "commit    postgres@twophase_stock commits last" in finish
+    assert "PREPARED -> COMMITTING" in finish and "COMMITTING -> COMMITTED" in finish
     assert parse_dsn(pg_dsn)["password"] not in run.output, "the Postgres password leaked into a log"
     assert_verified(pg_dsn, kafka_bootstrap, fresh_day)
 
@@ -158,6 +164,7 @@ def test_quality_gate_rolls_back_and_fails_the_run(run_dag, orders_data, fresh_d
     assert f"the first 20 lines the quarantine kept (all of them: `python -m twophase show {load_id} --rejected`)" \
         in rollback
     assert f"load {load_id} ended ABORTED" in run.task_log("finish")
+    assert "state     ABORTED (decision ABORT): quality gate:" in run.task_log("finish")
     assert_verified(pg_dsn, kafka_bootstrap, fresh_day)
 
 

@@ -15,9 +15,7 @@ import sys
 from datetime import timedelta
 from typing import Callable
 
-from ..audit.report import audit_summary
 from ..connections import Connections
-from ..errors import root_cause
 from ..gates import approval, quarantine
 from ..log import MIGRATIONS, DriverBusy, PostgresLog, StateConflict, UnknownLoad
 from ..protocol import coordinator, sourcing
@@ -48,7 +46,7 @@ def cmd_status(log, conns, args) -> int:
         if s.reason:
             print(f"{indent}reason: {s.reason}")
     for key in dict.fromkeys(x.source for x in log.recent(args.limit, args.pipeline) if x.source):
-        print(f"source {key}: {_lag(log, conns, key)} behind (records, offsets or files no committed load read)")
+        print(f"source {key}: {show.lag(log, conns, key)} behind (records, offsets or files no committed load read)")
     return 0
 
 
@@ -67,41 +65,9 @@ def cmd_show(log, conns, args) -> int:
             return 1
         print(json.dumps(load.audit, indent=2))
         return 0
-    votes = log.votes(load.load_id)
-    shown = {
-        **report.summarize(load.__dict__, votes.values()).to_json(), "participants": load.participants,
-        "input": load.input, **_source(log, load, conns), "expected_rows": load.expected_rows, "metrics": load.metrics,
-        "prepare_error": load.prepare_error, "prepare_attempts": load.prepare_attempt,
-        "audit": audit_summary(load.audit),
-        "approval": load.approval, "approval_to_visible_s": approval.to_visible_s(load.approval, load.finished_at),
-        "votes": {name: v.to_json() for name, v in votes.items()},
-        "history": [{"from": t.from_state, "to": t.to_state, "reason": t.reason, "at": t.at.isoformat()}
-                    for t in log.history(load.load_id)],
-    }
+    shown = show.facts(log, load, conns)
     print(json.dumps(shown, indent=2, default=str) if args.json else show.render(shown))
     return 0
-
-
-def _source(log, load, conns) -> dict:
-    """The load's source and range, and how far its source is ahead of the last committed
-    load now (lag: None when the source cannot be asked)."""
-    spec = load.spec()
-    if spec.source is None or load.source_range is None:
-        return {}
-    fixed = Range.from_json(load.source_range)
-    return {"source": spec.source.describe(fixed), "source_range": load.source_range,
-            "source_lag": _lag(log, conns, load.source)}
-
-
-def _lag(log, conns, key: str) -> int | str:
-    """How far source `key` is ahead of its committed loads and skips now (records or files,
-    an upper bound for Kafka: offsets); what kept it from telling, when it cannot."""
-    loads = log.of_source(key)
-    try:
-        lag = loads[-1].spec().source.open(conns).lag(sourcing.consumed(loads, log.skips(key)))
-    except Exception as exc:  # noqa: BLE001 - the source's server down: say so, show the rest
-        return f"unknown: {root_cause(exc)}"
-    return "unknown" if lag is None else lag
 
 
 def _show_rejected(log, load) -> int:

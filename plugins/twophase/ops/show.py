@@ -1,14 +1,58 @@
-"""`python -m twophase show LOAD` as a person reads it: one screen, the load's state and why,
-what it read and wrote, how long each phase took, each vote, and its history. The same
-facts as `--json` (cli.cmd_show builds one dict; this renders it), so the two never
-disagree."""
+"""What a load shows a person: `python -m twophase show LOAD`, and the pipeline's finish task.
+
+`facts` gathers everything the log knows of a load (and how far its source is ahead now)
+as one dict, which `show --json` prints; `render` makes one screen of it: the load's state
+and why, what it read and wrote, how long each phase took, each vote, and its history. One
+dict for both, so the text and the JSON never disagree."""
 
 from __future__ import annotations
 
 import json
 
+from ..audit.report import audit_summary
+from ..errors import root_cause
 from ..gates import approval
+from ..protocol import sourcing
+from ..sources import Range
 from ..spec import last_resource_line
+from . import report
+
+
+def facts(log, load, conns) -> dict:
+    """Everything the log knows of `load`, with its source's lag asked through `conns`."""
+    votes = log.votes(load.load_id)
+    return {
+        **report.summarize(load.__dict__, votes.values()).to_json(), "participants": load.participants,
+        "input": load.input, **_source(log, load, conns), "expected_rows": load.expected_rows, "metrics": load.metrics,
+        "prepare_error": load.prepare_error, "prepare_attempts": load.prepare_attempt,
+        "audit": audit_summary(load.audit),
+        "approval": load.approval, "approval_to_visible_s": approval.to_visible_s(load.approval, load.finished_at),
+        "votes": {name: v.to_json() for name, v in votes.items()},
+        "history": [{"from": t.from_state, "to": t.to_state, "reason": t.reason, "at": t.at.isoformat()}
+                    for t in log.history(load.load_id)],
+    }
+
+
+def _source(log, load, conns) -> dict:
+    """The load's source and range, and how far its source is ahead of the last committed
+    load now (lag: None when the source cannot be asked)."""
+    spec = load.spec()
+    if spec.source is None or load.source_range is None:
+        return {}
+    fixed = Range.from_json(load.source_range)
+    return {"source": spec.source.describe(fixed), "source_range": load.source_range,
+            "source_lag": lag(log, conns, load.source)}
+
+
+def lag(log, conns, key: str) -> int | str:
+    """How far source `key` is ahead of its committed loads and skips now (records or files,
+    an upper bound for Kafka: offsets); what kept it from telling, when it cannot."""
+    loads = log.of_source(key)
+    try:
+        behind = loads[-1].spec().source.open(conns).lag(sourcing.consumed(loads, log.skips(key)))
+    except Exception as exc:  # noqa: BLE001 - the source's server down: say so, show the rest
+        return f"unknown: {root_cause(exc)}"
+    return "unknown" if behind is None else behind
 
 WIDTH = 10  # the labels' column
 
