@@ -61,6 +61,17 @@ def test_each_vote_says_what_it_staged_or_why_it_said_no_and_the_history_reads_i
     assert lines[-1].startswith(f"more      python -m twophase show {LOAD} --json (all of it)")
 
 
+def test_a_load_of_a_source_says_what_it_read_and_how_far_the_source_is_ahead_now():
+    def line(lag):
+        shown = {**SHOWN, "source": "kafka:default/orders#p: 1200 records", "source_lag": lag}
+        return show.render(shown).splitlines()[4]
+
+    assert line(3400) == ("input     kafka:default/orders#p: 1200 records; the source is 3,400 ahead of its "
+                          "committed loads now")
+    assert line("unknown: broker down") == ("input     kafka:default/orders#p: 1200 records; how far the source is "
+                                            "ahead now: unknown: broker down")
+
+
 def test_a_load_that_only_began_shows_what_it_has_and_dashes_for_the_rest():
     began = {"load_id": "p.r.1", "pipeline": "p", "run_id": "r", "state": "PREPARING", "decision": None,
              "reason": None, "data_interval_start": None, "input": {}, "metrics": {}, "votes": {},

@@ -102,7 +102,9 @@ def _row(label: str, text: str) -> str:
 def _input(shown: dict) -> str:
     if shown.get("source"):
         lag = shown.get("source_lag")
-        return shown["source"] + ("" if lag is None else f"; the source is {lag} ahead of its committed loads now")
+        if isinstance(lag, int):
+            return shown["source"] + f"; the source is {lag:,} ahead of its committed loads now"
+        return shown["source"] + ("" if lag is None else f"; how far the source is ahead now: {lag}")
     return json.dumps(shown.get("input") or {}, default=str) if shown.get("input") else "as the job found it"
 
 
