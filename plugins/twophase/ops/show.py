@@ -54,6 +54,7 @@ def lag(log, conns, key: str) -> int | str:
         return f"unknown: {root_cause(exc)}"
     return "unknown" if behind is None else behind
 
+
 WIDTH = 10  # the labels' column
 
 
@@ -101,10 +102,10 @@ def _row(label: str, text: str) -> str:
 
 def _input(shown: dict) -> str:
     if shown.get("source"):
-        lag = shown.get("source_lag")
-        if isinstance(lag, int):
-            return shown["source"] + f"; the source is {lag:,} ahead of its committed loads now"
-        return shown["source"] + ("" if lag is None else f"; how far the source is ahead now: {lag}")
+        behind = shown.get("source_lag")
+        if isinstance(behind, int):
+            return shown["source"] + f"; the source is {behind:,} ahead of its committed loads now"
+        return shown["source"] + ("" if behind is None else f"; how far the source is ahead now: {behind}")
     return json.dumps(shown.get("input") or {}, default=str) if shown.get("input") else "as the job found it"
 
 
