@@ -128,8 +128,8 @@ def _begin(cfg: LoadConfig, pipeline: str, context) -> bool:
     log.info("began load %s for %s, mode %s (state %s)", lid, _shown(interval), mode, load.state)
     for target in spec.targets:
         log.info("target %s (%s, mode %s)", target.name, target.kind, target.mode)
-    if load.spec().last_resource:
-        log.info("%s", load.spec().describe_last_resource())
+    if (commits_last := load.spec().describe_last_resource()):
+        log.info("%s", commits_last)
     if mode == "replace":
         replaces = ", ".join(load.spec().replaces) or "no committed load"
         log.info("replace mode: the interval's rows are swapped atomically at commit; replaces %s", replaces)
@@ -211,8 +211,8 @@ def vote(cfg: LoadConfig, pipeline: str, context, commit_task: str, rollback_tas
     log.info("approval: %s", approval.describe(load.approval) if asked else "not asked (param approval is off)")
     if load.state == State.VIOLATED:
         raise AirflowFailException(f"load {lid} is VIOLATED: {load.reason}")
-    if load.spec().last_resource:
-        log.info("%s", load.spec().describe_last_resource())
+    if (commits_last := load.spec().describe_last_resource()):
+        log.info("%s", commits_last)
     if load.state in (State.COMMITTING, State.COMMITTED):
         log.info("DECISION: COMMIT (logged durably for load %s)", lid)
         return commit_task
