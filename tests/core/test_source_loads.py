@@ -117,6 +117,20 @@ class Generator(threading.Thread):
             self.error = exc
 
 
+def sessions_ended(dsn: str, application: str, timeout: float = 60) -> None:
+    """Wait until the Postgres sessions of a killed process are gone: a server reads what
+    the process sent before it died (a COMMIT among it) before it ends the session."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+            cur.execute("select count(*) from pg_stat_activity where application_name = %s", (application,))
+            left = cur.fetchone()[0]
+        if not left:
+            return
+        assert time.monotonic() < deadline, f"{left} sessions of {application!r} still open after {timeout} s"
+        time.sleep(0.05)
+
+
 def test_loads_killed_at_random_instants_while_events_keep_coming_end_exactly_once(spark, events, kafka_bootstrap,
                                                                                     pg_dsn, conns):
     """The run (begin to commit, in its own process with its own Spark) SIGKILLed at random
@@ -140,6 +154,7 @@ def test_loads_killed_at_random_instants_while_events_keep_coming_end_exactly_on
             assert driver.poll() is None, f"the run ended by itself:\n{driver.stderr.read()[-3000:]}"
             os.killpg(driver.pid, signal.SIGKILL)
             driver.wait()
+            sessions_ended(pg_dsn, f"source-driver k{kills}")  # a COMMIT it sent lands before recovery looks
             kills += 1
             actions = recovery.recover(log, conns, deadline=timedelta(0), pipeline=events["pipeline"])
             assert not [a for a in actions if a.action == "failed"], actions
