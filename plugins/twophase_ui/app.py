@@ -1,19 +1,23 @@
 """The Transactions page's FastAPI app, mounted by the api-server under /twophase.
 
-    GET /                    the loads, newest first (?pipeline=&state=&limit=, default 200)
-    GET /loads/{load_id}     one load: votes, transition history, metrics, prepare error, input
-    GET /api/loads           the list as JSON (same filters)
-    GET /api/loads/{load_id} one load as JSON
+    GET /                       the loads, newest first (?pipeline=&state=&limit=, default 200)
+    GET /loads/{load_id}        one load: its timeline, targets, audit, rejected lines, history, raw JSON
+    GET /pipelines/{pipeline}   one pipeline: its loads not finished, its source's lag, its newest loads charted
+    GET /api/loads              the list as JSON (same filters)
+    GET /api/loads/{load_id}    one load as JSON
 
 Every route requires an Airflow login (auth.require_user); Airflow does not protect
-plugin routes itself. Handlers are plain functions: FastAPI runs them in its thread
-pool, so psycopg2's blocking calls do not stall the api-server's event loop.
+plugin routes itself. A user sees only the loads of the DAGs whose runs they may read
+(auth.may_read): the list leaves the others out, their pages are refused. Handlers are
+plain functions: FastAPI runs them in its thread pool, so psycopg2's blocking calls do not
+stall the api-server's event loop.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import asdict
+from urllib.parse import urlencode
 
 import psycopg2
 from fastapi import Depends, FastAPI, Query, Request
@@ -23,8 +27,8 @@ from twophase.errors import ServerUnreachable
 from twophase.log import UnknownLoad
 from twophase.protocol.states import State
 
-from . import queries, render
-from .auth import Forbidden, NotAuthenticated, login_url, require_user
+from . import queries, render, render_load, render_pipeline, source_lag
+from .auth import Forbidden, NotAuthenticated, login_url, readable, require_dag, require_user
 from .connection import CONN_ID, NoConnection, pg_dsn
 from .links import dag_run_url
 
@@ -92,6 +96,8 @@ def _state(value: str | None) -> str | None:
 
 
 Limit = Query(queries.DEFAULT_LIMIT, ge=1, le=queries.MAX_LIMIT)
+RECENT = 30  # the loads a pipeline's page charts, by default
+Recent = Query(RECENT, ge=1, le=queries.MAX_LIMIT)
 
 
 def _summary(summary: queries.LoadSummary) -> dict:
@@ -99,29 +105,67 @@ def _summary(summary: queries.LoadSummary) -> dict:
     return {**summary.to_json(), "dag_run_url": dag_run_url(summary.pipeline, summary.run_id)}
 
 
+def _pipelines(request: Request, dsn: str) -> tuple[list[str], bool]:
+    """The pipelines whose loads the user may read, and whether that is every pipeline."""
+    every = _read(queries.pipelines, dsn)
+    allowed = readable(request.state.user, every)
+    return allowed, len(allowed) == len(every)
+
+
+def _loads(request: Request, dsn: str, pipeline: str | None, state: str | None, limit: int) -> list:
+    """The newest loads the user may read: of one pipeline, or of all those they may read."""
+    if pipeline:
+        require_dag(request, pipeline)
+        return _read(queries.list_loads, dsn, pipeline, state, limit)
+    allowed, every = _pipelines(request, dsn)
+    return _read(queries.list_loads, dsn, None, state, limit, None if every else allowed)
+
+
+def _detail(request: Request, load_id: str) -> queries.LoadDetail:
+    detail = _read(queries.load_detail, _dsn(), load_id)
+    require_dag(request, detail.load.pipeline)
+    return detail
+
+
+def _url(request: Request, name: str, **params) -> str:
+    return str(request.url_for(name, **params).path)
+
+
 @app.get("/", response_class=HTMLResponse, name="transactions")
 def transactions(request: Request, pipeline: str | None = None, state: str | None = None, limit: int = Limit):
     dsn, state = _dsn(), _state(state)
-    rows = _read(queries.list_loads, dsn, pipeline or None, state, limit)
-    return render.list_page(rows, pipelines=_read(queries.pipelines, dsn), pipeline=pipeline or None,
-                            state=state, limit=limit,
-                            detail_url=lambda load_id: str(request.url_for("load", load_id=load_id).path))
+    rows = _loads(request, dsn, pipeline or None, state, limit)
+    return render.list_page(rows, pipelines=_pipelines(request, dsn)[0], pipeline=pipeline or None,
+                            state=state, limit=limit, detail_url=lambda load_id: _url(request, "load", load_id=load_id),
+                            pipeline_url=lambda name: _url(request, "pipeline", pipeline=name))
 
 
 @app.get("/loads/{load_id}", response_class=HTMLResponse, name="load")
 def load(request: Request, load_id: str):
-    detail = _read(queries.load_detail, _dsn(), load_id)
-    return render.detail_page(detail, list_url=str(request.url_for("transactions").path))
+    detail = _detail(request, load_id)
+    return render_load.load_page(detail, list_url=_url(request, "transactions"),
+                                 pipeline_url=_url(request, "pipeline", pipeline=detail.load.pipeline))
+
+
+@app.get("/pipelines/{pipeline}", response_class=HTMLResponse, name="pipeline")
+def pipeline(request: Request, pipeline: str, limit: int = Recent):
+    require_dag(request, pipeline)
+    dsn = _dsn()
+    data = _read(queries.pipeline_loads, dsn, pipeline, limit)
+    list_url = f"{_url(request, 'transactions')}?{urlencode({'pipeline': pipeline})}"
+    return render_pipeline.pipeline_page(pipeline, data, source_lag.lags(dsn, data.sources), list_url=list_url,
+                                         load_url=lambda load_id: _url(request, "load", load_id=load_id))
 
 
 @app.get("/api/loads")
-def api_loads(pipeline: str | None = None, state: str | None = None, limit: int = Limit) -> list[dict]:
-    return [_summary(r) for r in _read(queries.list_loads, _dsn(), pipeline or None, _state(state), limit)]
+def api_loads(request: Request, pipeline: str | None = None, state: str | None = None,
+              limit: int = Limit) -> list[dict]:
+    return [_summary(r) for r in _loads(request, _dsn(), pipeline or None, _state(state), limit)]
 
 
 @app.get("/api/loads/{load_id}")
-def api_load(load_id: str) -> dict:
-    detail = _read(queries.load_detail, _dsn(), load_id)
+def api_load(request: Request, load_id: str) -> dict:
+    detail = _detail(request, load_id)
     load = detail.load
     return {**asdict(load), "state": load.state.value, "dag_run_url": dag_run_url(load.pipeline, load.run_id),
             "votes": {name: v.to_json() for name, v in detail.votes.items()},

@@ -7,6 +7,10 @@ auth manager validate it (`get_user_from_token`: signature with the configured
 [api_auth] jwt_secret or keys, expiry, audience, revoked tokens). The user must then be
 allowed to read DAG runs, since a load is one. Missing, invalid or expired: 401;
 authenticated but not allowed: 403.
+
+A load is a run of its pipeline's DAG (the pipeline is the dag_id): a user sees the loads
+of the DAGs whose runs the auth manager lets them read (`may_read`, `readable`), and
+nothing of the others, neither on the list nor on a load's or a pipeline's page.
 """
 
 from __future__ import annotations
@@ -60,7 +64,29 @@ async def require_user(request: Request) -> "BaseUser":
         raise NotAuthenticated(f"the Airflow token is not valid ({type(exc).__name__})") from None
     if not manager.is_authorized_dag(method="GET", access_entity=DagAccessEntity.RUN, user=user):
         raise Forbidden(f"user {user.get_name()!r} may not read DAG runs")
+    request.state.user = user
     return user
+
+
+def may_read(user: "BaseUser", dag_id: str) -> bool:
+    """Whether the user may read the runs of DAG `dag_id` (a pipeline's loads)."""
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+
+    return auth_manager().is_authorized_dag(method="GET", access_entity=DagAccessEntity.RUN,
+                                            details=DagDetails(id=dag_id), user=user)
+
+
+def readable(user: "BaseUser", dag_ids: list[str]) -> list[str]:
+    """The DAGs among `dag_ids` whose runs the user may read, in their order."""
+    return [dag_id for dag_id in dag_ids if may_read(user, dag_id)]
+
+
+def require_dag(request: Request, dag_id: str) -> None:
+    """Forbidden unless the request's user may read the runs of DAG `dag_id`; the refusal
+    names neither the DAG nor anything of its loads."""
+    user = request.state.user
+    if not may_read(user, dag_id):
+        raise Forbidden(f"user {user.get_name()!r} may not read the runs of this load's or pipeline's DAG")
 
 
 def login_url(next_url: str) -> str:

@@ -20,6 +20,11 @@ def ui_base_path() -> str:
     return path if path.endswith("/") else path + "/"
 
 
+def dag_url(dag_id: str) -> str:
+    """The DAG's page in the Airflow UI."""
+    return f"{ui_base_path()}dags/{quote(dag_id, safe='')}"
+
+
 def dag_run_url(dag_id: str, run_id: str) -> str:
     # ':' and '+' (in every scheduled or manual run id) stay as the UI's own links leave them.
-    return f"{ui_base_path()}dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe=':+')}"
+    return f"{dag_url(dag_id)}/runs/{quote(run_id, safe=':+')}"

@@ -1,23 +1,28 @@
-"""What the Transactions page reads from the transaction log (schema twophase), read-only.
+"""What the Transactions pages read from the transaction log (schema twophase), read-only.
 
 The list is twophase.ops.report.summaries, as `python -m twophase status`: two queries (the
 loads, then all their votes) whatever the page's size; a load's detail goes through
-TransactionLog like the CLI's `show`.
+TransactionLog like the CLI's `show`, plus the first rejected lines of each reason; a
+pipeline's page reads its newest loads (summaries again, and their rejected shares) and
+its loads not finished. Every query walks an index: the log's length does not matter.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 
 import psycopg2
 import psycopg2.extras
 
-from twophase.log import Load, PostgresLog, TransactionLog, Transition, UnknownLoad
+from twophase.gates.quarantine import Kept
+from twophase.log import Load, PostgresLog, Transition, UnknownLoad
 from twophase.ops.report import LoadSummary, seconds, summaries
+from twophase.protocol.states import TERMINAL
 from twophase.protocol.votes import Vote
 
-__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "LoadDetail", "LoadSummary", "list_loads", "load_detail", "pipelines",
-           "seconds"]
+__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "LoadDetail", "LoadSummary", "PipelineLoads", "Rejected", "list_loads",
+           "load_detail", "pipeline_loads", "pipelines", "seconds"]
 
 DEFAULT_LIMIT = 200
 MAX_LIMIT = 2000
@@ -35,11 +40,90 @@ _PIPELINES = """
 """
 
 
+# Each reason of the load's quarantine by a walk down quarantine_load (load_id, reason, id),
+# then its first lines and how many are kept: index scans, however many lines a load rejected.
+_REJECTED = """
+    with recursive r as (
+        (select reason from twophase.quarantine where load_id = %(load_id)s order by reason limit 1)
+        union all
+        select (select q.reason from twophase.quarantine q where q.load_id = %(load_id)s and q.reason > r.reason
+                order by q.reason limit 1)
+        from r where r.reason is not null
+    )
+    select r.reason,
+           (select count(*) from twophase.quarantine q where q.load_id = %(load_id)s and q.reason = r.reason) as kept,
+           (select coalesce(json_agg(json_build_object('source', f.source, 'detail', f.detail, 'content', f.content)
+                                     order by f.id), '[]')
+            from (select id, source, detail, left(content, 500) as content from twophase.quarantine q
+                  where q.load_id = %(load_id)s and q.reason = r.reason order by id limit %(examples)s) f) as first
+    from r where r.reason is not null
+"""
+
+# The pipeline's loads not finished (the partial index loads_open), oldest first.
+_OPEN = f"""
+    select load_id, run_id, state, reason, began_at, decided_at, approval, driver, driver_until, now() as now
+    from twophase.loads
+    where state not in ({", ".join(f"'{s.value}'" for s in sorted(TERMINAL))}) and pipeline = %(pipeline)s
+    order by began_at
+"""
+
+# What a page of loads' summaries leave out: their rejected lines and sources.
+_EXTRA = """
+    select load_id, source,
+           case when jsonb_typeof(metrics -> 'input_lines') = 'number' then (metrics ->> 'input_lines')::numeric
+           end as input_lines,
+           case when jsonb_typeof(metrics -> 'rejected_lines') = 'number' then (metrics ->> 'rejected_lines')::numeric
+           end as rejected_lines
+    from twophase.loads where load_id = any(%(load_ids)s)
+"""
+
+EXAMPLES = 3  # rejected lines shown per reason
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """One reason of the load's quarantine: how many lines are kept, and the first ones."""
+
+    reason: str
+    kept: int
+    first: list[Kept]
+
+
 @dataclass(frozen=True)
 class LoadDetail:
     load: Load
     votes: dict[str, Vote]
     history: list[Transition]
+    rejected: list[Rejected] = field(default_factory=list)
+    now: datetime | None = None  # the log server's clock when read: where a load not finished ends for now
+
+
+@dataclass(frozen=True)
+class OpenLoad:
+    """A load of the pipeline not finished: its state and what it waits for."""
+
+    load_id: str
+    run_id: str
+    state: str
+    reason: str | None
+    began_at: datetime
+    decided_at: datetime | None
+    approval: dict | None
+    driver: str | None
+    driver_until: datetime | None
+    now: datetime
+
+
+@dataclass(frozen=True)
+class PipelineLoads:
+    """A pipeline's newest loads (newest first), their rejected lines and sources, and
+    its loads not finished."""
+
+    recent: list[LoadSummary]
+    input_lines: dict[str, float | None]
+    rejected_lines: dict[str, float | None]
+    sources: list[str]
+    unfinished: list[OpenLoad]
 
 
 def _connect(dsn: str):
@@ -54,9 +138,10 @@ def _log_exists(cur) -> bool:
 
 
 def list_loads(dsn: str, pipeline: str | None = None, state: str | None = None,
-               limit: int = DEFAULT_LIMIT) -> list[LoadSummary]:
-    """The newest loads first; none while the log's schema does not exist yet."""
-    return summaries(dsn, limit, pipeline=pipeline, state=state)
+               limit: int = DEFAULT_LIMIT, among: list[str] | None = None) -> list[LoadSummary]:
+    """The newest loads first (only of the pipelines `among`, when given); none while the
+    log's schema does not exist yet."""
+    return summaries(dsn, limit, pipeline=pipeline, state=state, pipelines=among)
 
 
 def pipelines(dsn: str) -> list[str]:
@@ -73,13 +158,41 @@ def pipelines(dsn: str) -> list[str]:
 
 
 def load_detail(dsn: str, load_id: str) -> LoadDetail:
-    """The load, its votes and its transition history; UnknownLoad if there is none."""
+    """The load, its votes, its transition history and the first of its rejected lines;
+    UnknownLoad if there is none."""
     conn = _connect(dsn)
     try:
         with conn.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
             if not _log_exists(cur):
                 raise UnknownLoad(f"no load {load_id!r}: the transaction log is empty")
+            cur.execute(_REJECTED, {"load_id": load_id, "examples": EXAMPLES})
+            rejected = [Rejected(r["reason"], r["kept"], [Kept(reason=r["reason"], **k) for k in r["first"]])
+                        for r in cur.fetchall()]
+            cur.execute("select now() as now")
+            now = cur.fetchone()["now"]
     finally:
         conn.close()
     log = PostgresLog(dsn)
-    return LoadDetail(log.get(load_id), log.votes(load_id), log.history(load_id))
+    return LoadDetail(log.get(load_id), log.votes(load_id), log.history(load_id), rejected, now)
+
+
+def pipeline_loads(dsn: str, pipeline: str, limit: int) -> PipelineLoads:
+    """The pipeline's newest `limit` loads and its loads not finished."""
+    recent = summaries(dsn, limit, pipeline=pipeline)
+    conn = _connect(dsn)
+    try:
+        with conn.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
+            if not _log_exists(cur):
+                return PipelineLoads([], {}, {}, [], [])
+            cur.execute(_EXTRA, {"load_ids": [r.load_id for r in recent]})
+            extra = {r["load_id"]: r for r in cur.fetchall()}
+            cur.execute(_OPEN, {"pipeline": pipeline})
+            unfinished = [OpenLoad(**r) for r in cur.fetchall()]
+    finally:
+        conn.close()
+    number = lambda v: None if v is None else float(v)  # noqa: E731
+    return PipelineLoads(recent, {k: number(r["input_lines"]) for k, r in extra.items()},
+                         {k: number(r["rejected_lines"]) for k, r in extra.items()},
+                         list(dict.fromkeys(extra[r.load_id]["source"] for r in recent
+                                            if r.load_id in extra and extra[r.load_id]["source"])),
+                         unfinished)

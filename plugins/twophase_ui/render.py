@@ -8,14 +8,11 @@ from datetime import datetime, timezone
 from html import escape
 from typing import Callable, Iterable
 
-from twophase.gates import approval
+from twophase.ops.report import LoadSummary
 from twophase.protocol.states import State
-from twophase.sources import Range
 
 from .links import dag_run_url
-from twophase.ops.report import LoadSummary, summarize
-
-from .queries import LoadDetail, seconds
+from .queries import seconds
 
 _CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 16px; color: #1a202c; }
@@ -37,17 +34,42 @@ td.counts { font-variant-numeric: tabular-nums; min-width: 12em; }
 td.counts .count { white-space: nowrap; } td.counts .target { color: #4a5568; }
 th.target { max-width: 12em; text-align: right; }
 .scroll { overflow-x: auto; }
-pre { background: #f7fafc; border: 1px solid #e2e8f0; padding: 8px; overflow-x: auto; white-space: pre-wrap; margin: 0; }
+pre { background: #f7fafc; border: 1px solid #e2e8f0; padding: 8px; overflow-x: auto; white-space: pre-wrap;
+      margin: 0; }
 .state { font-weight: 600; white-space: nowrap; }
 .COMMITTED { color: #2f855a; } .ABORTED { color: #718096; } .VIOLATED { color: #c53030; }
 .PREPARING, .PREPARED, .COMMITTING, .ABORTING { color: #b7791f; }
 .yes { color: #2f855a; font-weight: 600; } .no { color: #c53030; font-weight: 600; }
-.verdict-pass { color: #2f855a; font-weight: 600; } .verdict-warn { color: #b7791f; font-weight: 600; } .verdict-error { color: #c53030; font-weight: 600; }
+.verdict-pass { color: #2f855a; font-weight: 600; } .verdict-warn { color: #b7791f; font-weight: 600; }
+.verdict-error { color: #c53030; font-weight: 600; }
 form.filters { margin: 0 0 12px; display: flex; gap: 12px; align-items: end; flex-wrap: wrap; }
 form.filters label { display: flex; flex-direction: column; font-size: 12px; color: #4a5568; }
 dl.summary { display: grid; grid-template-columns: max-content auto; gap: 2px 16px; margin: 0; }
 dl.summary dt { color: #4a5568; } dl.summary dd { margin: 0; }
 .muted { color: #718096; }
+nav.crumbs { margin: 0 0 8px; color: #4a5568; } nav.crumbs a { margin-right: 12px; }
+.lede { display: flex; gap: 24px; flex-wrap: wrap; align-items: baseline; margin: 0 0 12px; }
+.lede .big { font-size: 18px; font-weight: 600; }
+figure { margin: 0 0 8px; } figcaption { font-size: 12px; color: #4a5568; margin-top: 2px; }
+figcaption.title { font-size: 13px; font-weight: 600; color: #1a202c; margin: 10px 0 0; }
+svg text { font: 12px system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; fill: #1a202c; }
+svg text.lane { font-weight: 600; } svg text.axis, svg text.legend { fill: #4a5568; font-size: 11px; }
+svg text.value { fill: #2d3748; font-variant-numeric: tabular-nums; }
+svg line.tick { stroke: #e2e8f0; } svg line.lane-rule { stroke: #cbd5e0; }
+svg text.marker { font-size: 13px; font-weight: 700; }
+svg text.COMMITTED { fill: #2f855a; } svg text.ABORTED { fill: #718096; } svg text.VIOLATED { fill: #c53030; }
+svg text.inflight { fill: #b7791f; }
+details { margin: 6px 0; } summary { cursor: pointer; color: #2b6cb0; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(320px, 1fr)); gap: 12px; }
+.card { border: 1px solid #e2e8f0; border-radius: 6px; padding: 10px 12px; background: #fff; }
+.card h3 { font-size: 14px; margin: 0 0 6px; overflow-wrap: anywhere; }
+.card .kind { font-size: 11px; text-transform: uppercase; letter-spacing: .05em; color: #4a5568; }
+.card dl { display: grid; grid-template-columns: max-content auto; gap: 2px 12px; margin: 0; }
+.card dt { color: #4a5568; } .card dd { margin: 0; overflow-wrap: anywhere; font-variant-numeric: tabular-nums; }
+.card code, td code { font-size: 12px; overflow-wrap: anywhere; }
+.two { display: grid; grid-template-columns: minmax(0, 3fr) minmax(0, 2fr); gap: 24px; align-items: start; }
+table.wrap td { overflow-wrap: anywhere; }
+pre.command { white-space: pre-wrap; background: #1a202c; color: #f7fafc; border: 0; }
 """
 
 # Inside Airflow the page is an iframe sandboxed without top navigation: a link to a DAG
@@ -96,12 +118,28 @@ def message_page(title: str, message: str, link: tuple[str, str] | None = None) 
     return page(title, f"<h1>{e(title)}</h1><p>{e(message)}</p>{extra}")
 
 
-def _run_link(pipeline: str, run_id: str) -> str:
+def run_link(pipeline: str, run_id: str) -> str:
     return f'<a data-airflow-ui href="{e(dag_run_url(pipeline, run_id))}">{e(run_id)}</a>'
 
 
-def _state(state: str) -> str:
+def state_badge(state: str) -> str:
     return f'<span class="state {e(state)}">{e(state)}</span>'
+
+
+# A state's glyph: with its name beside it (or in a chart's title and table), a state is
+# read without its colour.
+MARKERS = {State.COMMITTED.value: "✓", State.ABORTED.value: "✗", State.VIOLATED.value: "‼"}
+IN_FLIGHT = "…"
+
+
+def marker(state: str) -> str:
+    """The state's glyph: ✓ committed, ✗ aborted, ‼ violated, … not finished."""
+    return MARKERS.get(state, IN_FLIGHT)
+
+
+def marked_state(state: str) -> str:
+    """A state as a badge with its glyph first."""
+    return f'<span class="state {e(state)}"><span aria-hidden="true">{marker(state)}</span> {e(state)}</span>'
 
 
 def _options(values: Iterable[str], selected: str | None, any_label: str) -> str:
@@ -139,8 +177,8 @@ def counts_cell(counts: dict[str, int]) -> str:
                       for t, n in counts.items())
 
 
-def list_page(rows: list[LoadSummary], *, detail_url: Callable[[str], str], pipelines: list[str],
-              pipeline: str | None, state: str | None, limit: int) -> str:
+def list_page(rows: list[LoadSummary], *, detail_url: Callable[[str], str], pipeline_url: Callable[[str], str],
+              pipelines: list[str], pipeline: str | None, state: str | None, limit: int) -> str:
     filters = (
         '<form class="filters" method="get">'
         f'<label>Pipeline<select name="pipeline">{_options(pipelines, pipeline, "all")}</select></label>'
@@ -174,9 +212,9 @@ def list_page(rows: list[LoadSummary], *, detail_url: Callable[[str], str], pipe
         f'<tr title="{e(_phases(r))}">'
         f'<td class="began">{e(when(r.began_at))}</td>'
         f'<td class="id"><a href="{e(detail_url(r.load_id))}">{e(r.load_id)}</a>'
-        f'<span class="run">run {_run_link(r.pipeline, r.run_id)}</span></td>'
-        + ("" if pipeline else f"<td>{e(r.pipeline)}</td>")
-        + f"<td>{_state(r.state)}</td>"
+        f'<span class="run">run {run_link(r.pipeline, r.run_id)}</span></td>'
+        + ("" if pipeline else f'<td><a href="{e(pipeline_url(r.pipeline))}">{e(r.pipeline)}</a></td>')
+        + f"<td>{state_badge(r.state)}</td>"
         f"{counts_of(r)}"
         f'<td class="num">{duration(seconds(r.began_at, r.finished_at))}</td>'
         f'<td class="num">{duration(r.exposure_s)}</td>'
@@ -188,122 +226,13 @@ def list_page(rows: list[LoadSummary], *, detail_url: Callable[[str], str], pipe
              f'{" (the newest " + str(limit) + ")" if len(rows) == limit else ""}.</p>')
     table = (f'<div class="scroll"><table class="loads">{cols}{head}{body}</table></div>' if rows
              else '<p class="muted">No loads in the transaction log match.</p>')
-    return page("Transactions", f"<h1>Transactions</h1>{filters}{shown if rows else ''}{table}")
+    title = "<h1>Transactions</h1>" if pipeline is None else (
+        f'<h1>Transactions <span class="muted">of {e(pipeline)}</span></h1><nav class="crumbs">'
+        f'<a href="{e(pipeline_url(pipeline))}">The pipeline\'s page: health, stuck loads, lag, charts</a></nav>')
+    return page("Transactions", f"{title}{filters}{shown if rows else ''}{table}")
 
 
 def _phases(r: LoadSummary) -> str:
     """A row's title: each phase's time, and the decision."""
     return (f"prepare {duration(r.prepare_s)}, vote {duration(r.vote_s)}, phase 2 {duration(r.phase2_s)}"
             + (f"; decision {r.decision}" if r.decision else "; not decided yet"))
-
-
-def _audit(report: dict | None) -> str:
-    """The audit report: its verdict, then a row per rule."""
-    if report is None:
-        return '<p class="muted">Not audited (the audit did not run).</p>'
-    bound = lambda b: "any" if b["min"] is None and b["max"] is None else (  # noqa: E731
-        f"{'' if b['min'] is None else b['min']}..{'' if b['max'] is None else b['max']}")
-    rows = "".join(
-        f"<tr><td>{e(r['rule'])}</td><td class=\"num\">{'-' if r['value'] is None else e(format(r['value'], 'g'))}</td>"
-        f"<td>{e(bound(r['warn']))}</td><td>{e(bound(r['error']))}</td>"
-        f"<td class=\"verdict-{e(r['verdict'])}\">{e(r['verdict'])}</td><td>{e(r['detail'])}</td></tr>"
-        for r in report["rules"])
-    return (f"<p>Verdict: <strong class=\"verdict-{e(report['verdict'])}\">{e(report['verdict'])}</strong>, "
-            f"{len(report['rules'])} rules, audited {e(report['audited_at'])}.</p>"
-            + (f"<table><tr><th>Rule</th><th>Value</th><th>Warn outside</th><th>Error outside</th><th>Verdict</th>"
-               f"<th>Detail</th></tr>{rows}</table>" if rows else ""))
-
-
-def _source_of(load):
-    """The load's Source, or None when this release cannot rebuild its spec."""
-    try:
-        return load.spec().source
-    except Exception:  # noqa: BLE001 - an older or newer spec: the page shows what it can without it
-        return None
-
-
-def _source(load) -> str:
-    """What the load reads of its source, fixed at begin (the source's own words), or '-'."""
-    if not load.source:
-        return "-"
-    try:
-        return e(_source_of(load).describe(Range.from_json(load.source_range)))
-    except Exception:  # noqa: BLE001 - a spec or range this release cannot rebuild: its key still says which source
-        return e(load.source)
-
-
-def _lag_at_begin(load) -> str:
-    """How far the source was ahead of the load's range when begin fixed it, or '-'."""
-    behind = (load.source_range or {}).get("behind")
-    if behind is None:
-        return "-"
-    unit = getattr(_source_of(load), "unit", "record(s)")
-    return (f"{behind:,} {unit} after its range when begin fixed it ({e(when(load.began_at))}); "
-            "<code>python -m twophase status</code> asks the source for the lag now")
-
-
-def detail_page(detail: LoadDetail, *, list_url: str) -> str:
-    load, votes, history = detail.load, detail.votes, detail.history
-    summarized = summarize(load.__dict__, votes.values())
-    staged = summarized.counts
-    expected = load.expected if load.expected is not None else (
-        {"all targets": load.expected_rows} if load.expected_rows is not None else {})
-    summary = [
-        ("Load", e(load.load_id)),
-        ("Pipeline", e(load.pipeline)),
-        ("DAG run", _run_link(load.pipeline, load.run_id)),
-        ("State", _state(load.state.value)),
-        ("Decision", e(load.decision) or "-"),
-        ("Reason", e(load.reason) or "-"),
-        ("Commit", e(summarized.describe_last_resource())
-         or "every participant prepares (the vote makes each ready, then logs the decision)"),
-        ("Data interval", f"{e(when(load.data_interval_start))} – {e(when(load.data_interval_end))}"
-         if load.data_interval_start else "-"),
-        ("Source", _source(load)),
-        ("Source lag at begin", _lag_at_begin(load)),
-        ("Spark rows", counts_cell(expected)),
-        ("Staged (votes)", counts_cell(staged)),
-        ("Began", e(when(load.began_at))),
-        ("Prepared", e(when(load.prepared_at)) or "-"),
-        ("Decided", e(when(load.decided_at)) or "-"),
-        ("Finished", e(when(load.finished_at)) or "-"),
-        ("Phase timings", f"prepare {duration(seconds(load.began_at, load.prepared_at))}, "
-                          f"vote {duration(seconds(load.prepared_at, load.decided_at))}, "
-                          f"phase 2 {duration(seconds(load.decided_at, load.finished_at))}"),
-        ("Exposure window", f"{duration(seconds(load.exposed_at, load.finished_at))}"
-                            + (f" (from {e(when(load.exposed_at))}: locks and prepared transactions held from the "
-                               "vote's ready to the end of phase 2)" if load.exposed_at else
-                               " (never exposed: nothing was held on a target)")),
-        ("Approval", e(approval.describe(load.approval)) if load.approval else "not asked"),
-    ]
-    dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in summary)
-    vote_rows = "".join(
-        f"<tr><td>{e(v.participant)}</td><td class=\"{'yes' if v.yes else 'no'}\">{'yes' if v.yes else 'no'}</td>"
-        f'<td class="counts">{counts_cell(v.counts_or_total())}</td><td>{e(v.summary)}</td><td>{e(v.reason)}</td>'
-        f"<td>{_json(v.committable)}</td></tr>"
-        for v in votes.values()
-    )
-    votes_html = (f"<table><tr><th>Participant</th><th>Vote</th><th>Counts per target</th><th>Summary</th>"
-                  f"<th>Reason</th><th>Commit data</th></tr>"
-                  f"{vote_rows}</table>" if votes else '<p class="muted">No votes yet.</p>')
-    history_rows = "".join(
-        f"<tr><td>{e(t.from_state) or '-'}</td><td>{_state(t.to_state)}</td><td>{e(t.reason)}</td>"
-        f'<td class="ts">{e(when(t.at))}</td></tr>'
-        for t in history
-    )
-    history_html = (f"<table><tr><th>From</th><th>To</th><th>Reason</th><th>At</th></tr>{history_rows}</table>")
-    prepare_error = f"<pre>{e(load.prepare_error)}</pre>" if load.prepare_error else '<p class="muted">None.</p>'
-    audit_html = _audit(load.audit)
-    body = (
-        f'<p><a href="{e(list_url)}">← Transactions</a></p>'
-        f"<h1>Load {e(load.load_id)}</h1><dl class=\"summary\">{dl}</dl>"
-        f"<h2>Votes</h2>{votes_html}"
-        f"<h2>Audit</h2>{audit_html}"
-        f"<h2>History</h2>{history_html}"
-        f"<h2>Metrics</h2>{_json(load.metrics)}"
-        f"<h2>Prepare error</h2>{prepare_error}"
-        f"<h2>Input</h2>{_json(load.input)}"
-        + (f"<h2>Source range</h2>{_json(load.source_range)}" if load.source_range else "")
-        + f"<h2>Participants</h2>{_json(load.participants)}"
-    )
-    return page(f"Load {load.load_id}", body)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -22,8 +21,9 @@ from twophase.protocol import coordinator
 from twophase.protocol.states import State
 from twophase.protocol.votes import Vote
 from twophase.sources.files import FilesSource
+from ui_auth import bearer, mint, require_jwt_secret, viewer_token
+from ui_browser import LAPTOP, drawn
 
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"
 ROLLBACK_REASON = 'quality gate: <b>12%</b> of lines rejected & "too many" > 5%'
 OPEN_RUN = "manual__2026-11-20T01:02:03.456789+00:00"
 ABORTED_RUN = "scheduled__2026-11-19T00:00:00+00:00"
@@ -31,12 +31,7 @@ ABORTED_RUN = "scheduled__2026-11-19T00:00:00+00:00"
 
 @pytest.fixture(scope="module")
 def jwt_secret() -> None:
-    """Without the stack's secret Airflow would sign and check with a random one of this
-    process, and the tests would prove nothing about the configured login."""
-    import os
-
-    if not os.environ.get("AIRFLOW__API_AUTH__JWT_SECRET"):
-        pytest.fail('AIRFLOW__API_AUTH__JWT_SECRET is not set: eval "$(scripts/stack env)" first')
+    require_jwt_secret()
 
 
 @pytest.fixture(scope="module")
@@ -71,13 +66,6 @@ def loads(pg_dsn, kafka_bootstrap, pipeline):
     assert log.get(prepared.load_id).state == State.ABORTED
 
 
-def _mint(role: str | None = "viewer", **kwargs) -> str:
-    from airflow.api_fastapi.app import create_auth_manager
-    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
-
-    return create_auth_manager().generate_jwt(SimpleAuthManagerUser(username="ui-test", role=role), **kwargs)
-
-
 @pytest.fixture(scope="module")
 def client(jwt_secret) -> TestClient:
     from twophase_ui.app import app
@@ -87,19 +75,11 @@ def client(jwt_secret) -> TestClient:
 
 @pytest.fixture(scope="module")
 def token(jwt_secret) -> str:
-    from airflow.api_fastapi.app import create_auth_manager
-    from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
-
-    assert isinstance(create_auth_manager(), SimpleAuthManager), "the stack configures SimpleAuthManager"
-    return _mint()
-
-
-def _bearer(token: str) -> dict:
-    return {"Authorization": f"Bearer {token}"}
+    return viewer_token()
 
 
 def test_list_shows_loads_newest_first_with_states_reasons_counts(client, token, loads, pipeline):
-    resp = client.get("/api/loads", params={"pipeline": pipeline}, headers=_bearer(token))
+    resp = client.get("/api/loads", params={"pipeline": pipeline}, headers=bearer(token))
     assert resp.status_code == 200, resp.text
     listed = resp.json()
     assert [s["load_id"] for s in listed] == [loads["prepared"], loads["aborted"]]  # newest first
@@ -115,10 +95,10 @@ def test_list_shows_loads_newest_first_with_states_reasons_counts(client, token,
     assert aborted["dag_run_url"] == f"/dags/{pipeline}/runs/{ABORTED_RUN}"
 
     only_aborted = client.get("/api/loads", params={"pipeline": pipeline, "state": "ABORTED"},
-                              headers=_bearer(token)).json()
+                              headers=bearer(token)).json()
     assert [s["load_id"] for s in only_aborted] == [loads["aborted"]]
-    assert client.get("/api/loads", params={"state": "BOGUS"}, headers=_bearer(token)).status_code == 400
-    assert len(client.get("/api/loads", params={"limit": 1}, headers=_bearer(token)).json()) == 1
+    assert client.get("/api/loads", params={"state": "BOGUS"}, headers=bearer(token)).status_code == 400
+    assert len(client.get("/api/loads", params={"limit": 1}, headers=bearer(token)).json()) == 1
 
 
 def test_html_list_escapes_and_links_the_dag_run(client, token, loads, pipeline):
@@ -146,7 +126,7 @@ def test_html_list_escapes_and_links_the_dag_run(client, token, loads, pipeline)
 
 
 def test_detail_page_shows_votes_history_metrics(client, token, loads, pipeline):
-    page = client.get(f"/loads/{loads['aborted']}", headers=_bearer(token))
+    page = client.get(f"/loads/{loads['aborted']}", headers=bearer(token))
     assert page.status_code == 200, page.text
     history = re.findall(r"<tr><td>([^<]*)</td><td><span class=\"state \w+\">(\w+)</span></td><td>([^<]*)</td>",
                          page.text)
@@ -155,7 +135,7 @@ def test_detail_page_shows_votes_history_metrics(client, token, loads, pipeline)
                                                  "&quot;too many&quot; &gt; 5%"),
                        ("ABORTING", "ABORTED", "")]
 
-    prepared = client.get(f"/loads/{loads['prepared']}", headers=_bearer(token)).text
+    prepared = client.get(f"/loads/{loads['prepared']}", headers=bearer(token)).text
     assert "<td>postgres</td>" in prepared and "<td>kafka</td>" in prepared and 'class="yes"' in prepared
     assert f'<span class="target">{loads["table"]}</span> 1,234' in prepared  # staged, per target
     assert "staged: 1234 records" in prepared  # the vote's summary
@@ -165,13 +145,13 @@ def test_detail_page_shows_votes_history_metrics(client, token, loads, pipeline)
             in prepared)
     assert "every participant prepares" in page.text
 
-    detail = client.get(f"/api/loads/{loads['prepared']}", headers=_bearer(token)).json()
+    detail = client.get(f"/api/loads/{loads['prepared']}", headers=bearer(token)).json()
     assert detail["votes"]["postgres"]["count"] == 1234 and detail["votes"]["kafka"]["yes"] is True
     assert [(t["from_state"], t["to_state"]) for t in detail["history"]] == [(None, "PREPARING"),
                                                                              ("PREPARING", "PREPARED")]
     assert detail["metrics"] == {"input_lines": 1300, "rejected_lines": 66} and detail["prepare_error"] is None
 
-    missing = client.get("/loads/no-such-load", headers=_bearer(token))
+    missing = client.get("/loads/no-such-load", headers=bearer(token))
     assert missing.status_code == 404 and "no-such-load" in missing.text
 
 
@@ -187,34 +167,20 @@ def test_the_lists_filters_are_in_its_address_so_a_view_can_be_shared(client, to
     assert loads["aborted"] in page and loads["prepared"] not in page
 
 
-LAPTOP = {"width": 1366, "height": 768}  # the most common laptop screen
-
-
 @pytest.mark.parametrize("view", ["every pipeline", "one pipeline"])
 def test_the_list_fits_a_laptop_screen_without_scrolling_sideways(client, token, loads, pipeline, view):
     """Its widest content, a reason of a rollback, wraps within its column (at most three
     lines; the whole of it on the load's page), and every column, Reason last, is on the
     screen. Drawn by the stack's Chromium; the screenshot is kept in test-artifacts/ui."""
-    from playwright.sync_api import sync_playwright
-
     client.cookies.set("_token", token)
     try:
         html = client.get("/", params={"pipeline": pipeline} if view == "one pipeline" else {}).text
     finally:
         client.cookies.clear()
     assert loads["aborted"] in html, "the rolled back load, with its long reason, is on the page"
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
-                                    args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
-        try:
-            page = browser.new_page(viewport=LAPTOP)
-            page.set_content(html)
-            ARTIFACTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / f"transactions-list-{view.replace(' ', '-')}-1366.png"))
-            wide = page.evaluate("document.documentElement.scrollWidth")
-            reason = page.locator("th", has_text="Reason").bounding_box()
-        finally:
-            browser.close()
+    with drawn(html, f"transactions-list-{view.replace(' ', '-')}-1366.png", full_page=False) as page:
+        wide = page.evaluate("document.documentElement.scrollWidth")
+        reason = page.locator("th", has_text="Reason").bounding_box()
     assert wide <= LAPTOP["width"], f"the list is {wide} px wide on a {LAPTOP['width']} px screen"
     assert reason["x"] + reason["width"] <= LAPTOP["width"], reason
 
@@ -237,9 +203,9 @@ def test_bad_tokens_are_refused(client, loads):
 
     forged = JWTGenerator(secret_key="not-the-configured-secret" * 3, valid_for=600, audience="apache-airflow",
                           algorithm="HS512").generate({"sub": "admin", "role": "admin"})
-    expired = _mint("admin", expiration_time_in_seconds=-3600)
+    expired = mint("admin", expiration_time_in_seconds=-3600)
     for bad in ("garbage", forged, expired):
-        assert client.get("/api/loads", headers=_bearer(bad)).status_code == 401
+        assert client.get("/api/loads", headers=bearer(bad)).status_code == 401
         client.cookies.set("_token", bad)
         try:
             assert client.get("/").status_code == 401
@@ -248,7 +214,7 @@ def test_bad_tokens_are_refused(client, loads):
 
 
 def test_valid_token_without_a_role_is_forbidden(client):
-    resp = client.get("/api/loads", headers=_bearer(_mint(role=None)))
+    resp = client.get("/api/loads", headers=bearer(mint(role=None)))
     assert resp.status_code == 403 and "may not read DAG runs" in resp.json()["detail"]
 
 
@@ -277,10 +243,10 @@ def test_airflow_loads_the_plugin_and_mounts_the_page(monkeypatch, tmp_path, tok
     api = TestClient(create_app(apps="core"))
     assert api.get("/twophase/").status_code == 401
     assert api.get("/twophase/api/loads").status_code == 401
-    served = api.get("/twophase/", headers=_bearer(token))
+    served = api.get("/twophase/", headers=bearer(token))
     assert served.status_code == 200 and loads["aborted"] in served.text
     assert f'href="/twophase/loads/{loads["aborted"]}"' in served.text  # links carry the mount prefix
-    views = api.get("/api/v2/plugins", headers=_bearer(_mint("admin"))).json()["plugins"]
+    views = api.get("/api/v2/plugins", headers=bearer(mint("admin"))).json()["plugins"]
     [ours] = [p for p in views if p["name"] == "twophase_transactions"]
     assert ours["external_views"][0]["name"] == "Transactions"
 
@@ -300,11 +266,11 @@ def test_detail_page_shows_what_a_load_reads_of_its_source(client, token, pg_dsn
                              run_id=OPEN_RUN, pipeline=sourced), source=source)
     coordinator.begin(log, spec, conns)
     try:
-        page = client.get(f"/loads/{spec.load_id}", headers=_bearer(token)).text
+        page = client.get(f"/loads/{spec.load_id}", headers=bearer(token)).text
         assert f"<dt>Source</dt><dd>files:{tmp_path}: 1 file(s), 19 bytes; 1 not read" in page
         assert "Source range" in page and "orders-1.jsonl" in page and "_orders-3.jsonl.tmp" in page
         assert "<dt>Source lag at begin</dt><dd>1 file(s) after its range when begin fixed it (" in page
-        detail = client.get(f"/api/loads/{spec.load_id}", headers=_bearer(token)).json()
+        detail = client.get(f"/api/loads/{spec.load_id}", headers=bearer(token)).json()
         assert detail["source"] == source.key and detail["source_range"]["records"] == 1
     finally:
         coordinator.rollback(log, conns, spec.load_id, reason="tests/ui: finished")

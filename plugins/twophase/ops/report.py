@@ -38,6 +38,7 @@ _PAGE = """
                  participants -> 'last_resource' as last_resource
           from twophase.loads
           where (%(pipeline)s::text is null or pipeline = %(pipeline)s)
+            and (%(pipelines)s::text[] is null or pipeline = any(%(pipelines)s::text[]))
             and (%(state)s::text is null or state = %(state)s)
             and (%(load_id)s::text is null or load_id = %(load_id)s)
           order by began_at desc, load_id
@@ -160,10 +161,11 @@ def summarize(row: dict, votes: Iterable[Vote]) -> LoadSummary:
 
 
 def summaries(dsn: str, limit: int = DEFAULT_LIMIT, pipeline: str | None = None, state: str | None = None,
-              load_id: str | None = None) -> list[LoadSummary]:
-    """The newest loads first (at most `limit`), optionally of one pipeline, in one state,
-    or only `load_id`; none while the log's schema does not exist yet. One statement (after
-    the check that the log exists) on one read-only connection, whatever `limit` is."""
+              load_id: str | None = None, pipelines: list[str] | None = None) -> list[LoadSummary]:
+    """The newest loads first (at most `limit`), optionally of one pipeline, of a list of
+    them (those a user may read), in one state, or only `load_id`; none while the log's
+    schema does not exist yet. One statement (after the check that the log exists) on one
+    read-only connection, whatever `limit` is."""
     with servers(pg_dsn=dsn):  # the log's server down: PostgresUnreachable, one line
         conn = psycopg2.connect(dsn)
     try:
@@ -172,7 +174,8 @@ def summaries(dsn: str, limit: int = DEFAULT_LIMIT, pipeline: str | None = None,
             cur.execute("select to_regclass('twophase.loads') is not null as ok")
             if not cur.fetchone()["ok"]:
                 return []
-            cur.execute(_PAGE, {"pipeline": pipeline, "state": state, "load_id": load_id, "limit": limit})
+            cur.execute(_PAGE, {"pipeline": pipeline, "state": state, "load_id": load_id, "limit": limit,
+                                "pipelines": pipelines})
             rows = cur.fetchall()
     finally:
         conn.close()
