@@ -88,9 +88,11 @@ def _how(load, target: Target, vote, last: str | None) -> list[tuple[str, str]]:
         if target.participant == last:
             facts.append(("Commit", "last resource: promoted in one local transaction, its COMMIT marker in "
                                     "twophase.decisions"))
+        elif detail.get("gid") and load.exposed_at:
+            fate = {"COMMITTED": "COMMIT PREPARED", "ABORTED": "ROLLBACK PREPARED"}.get(load.state.value, "held now")
+            facts.append(("Prepared transaction", f"<code>{e(detail['gid'])}</code> ({fate})"))
         elif detail.get("gid"):
-            facts.append(("Prepared transaction", f"<code>{e(detail['gid'])}</code>"
-                          + (" (COMMIT PREPARED)" if committed else "")))
+            facts.append(("Prepared transaction", "none: the vote never made it ready"))
         return facts
     if target.kind == "kafka":
         copies = [c for c in detail.get("topics") or [] if c.get("topic") == target.name]
@@ -298,11 +300,14 @@ def _raw(detail: LoadDetail) -> str:
 
 def load_page(detail: LoadDetail, *, list_url: str, pipeline_url: str) -> str:
     load = detail.load
-    took = seconds(load.began_at, load.finished_at)
+    end = load.finished_at or detail.now or datetime.now(timezone.utc)
+    so_far = "" if load.finished_at else " so far"
+    exposed = seconds(load.exposed_at, end)
     lede = (f'<div class="lede"><span class="big">{marked_state(load.state.value)}</span>'
             + (f"<span>decision <strong>{e(load.decision)}</strong></span>" if load.decision else "")
-            + f"<span>took <strong>{duration(took)}</strong></span>"
-            + f"<span>exposed <strong>{duration(seconds(load.exposed_at, load.finished_at))}</strong></span>"
+            + f"<span>took <strong>{seconds_text(seconds(load.began_at, end))}</strong>{so_far}</span>"
+            + f"<span>exposed <strong>{'-' if exposed is None else seconds_text(exposed)}</strong>"
+            + f"{so_far if exposed is not None else ''}</span>"
             + f"<span>run {run_link(load.pipeline, load.run_id)}</span></div>"
             + (f'<p class="reason">{e(load.reason)}</p>' if load.reason else ""))
     body = (

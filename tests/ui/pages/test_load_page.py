@@ -104,6 +104,7 @@ def test_a_card_per_target_says_what_reached_it_and_how(client, token, page_load
                    .find_all("section", class_="card")}
     assert "0 (rolled back)" in rolled_back[table].text() and count_table_rows(pg_dsn, table,
                                                                                 page_loads["rolled_back"]) == 0
+    assert "Prepared transactionnone: the vote never made it ready" in rolled_back[table].text()  # the audit aborted
 
 
 def test_the_audits_rules_with_their_verdicts(client, token, page_loads):
