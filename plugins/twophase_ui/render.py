@@ -122,10 +122,6 @@ def run_link(pipeline: str, run_id: str) -> str:
     return f'<a data-airflow-ui href="{e(dag_run_url(pipeline, run_id))}">{e(run_id)}</a>'
 
 
-def state_badge(state: str) -> str:
-    return f'<span class="state {e(state)}">{e(state)}</span>'
-
-
 # A state's glyph: with its name beside it (or in a chart's title and table), a state is
 # read without its colour.
 MARKERS = {State.COMMITTED.value: "✓", State.ABORTED.value: "✗", State.VIOLATED.value: "‼"}
@@ -214,7 +210,7 @@ def list_page(rows: list[LoadSummary], *, detail_url: Callable[[str], str], pipe
         f'<td class="id"><a href="{e(detail_url(r.load_id))}">{e(r.load_id)}</a>'
         f'<span class="run">run {run_link(r.pipeline, r.run_id)}</span></td>'
         + ("" if pipeline else f'<td><a href="{e(pipeline_url(r.pipeline))}">{e(r.pipeline)}</a></td>')
-        + f"<td>{state_badge(r.state)}</td>"
+        + f"<td>{marked_state(r.state)}</td>"
         f"{counts_of(r)}"
         f'<td class="num">{duration(seconds(r.began_at, r.finished_at))}</td>'
         f'<td class="num">{duration(r.exposure_s)}</td>'

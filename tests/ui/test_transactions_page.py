@@ -218,7 +218,7 @@ def test_valid_token_without_a_role_is_forbidden(client):
     assert resp.status_code == 403 and "may not read DAG runs" in resp.json()["detail"]
 
 
-def test_airflow_loads_the_plugin_and_mounts_the_page(monkeypatch, tmp_path, token, loads):
+def test_airflow_loads_the_plugin_and_mounts_the_page(monkeypatch, tmp_path, token, loads, pipeline):
     """The plugin manager loads plugins/twophase_ui_plugin.py without errors, with the app
     and the nav entry; Airflow's own api-server app serves the page at /twophase, to a
     logged-in user only."""
@@ -246,6 +246,10 @@ def test_airflow_loads_the_plugin_and_mounts_the_page(monkeypatch, tmp_path, tok
     served = api.get("/twophase/", headers=bearer(token))
     assert served.status_code == 200 and loads["aborted"] in served.text
     assert f'href="/twophase/loads/{loads["aborted"]}"' in served.text  # links carry the mount prefix
+    assert f'href="/twophase/pipelines/{pipeline}"' in served.text  # the pipeline column links its page
+    pipeline_page = api.get(f"/twophase/pipelines/{pipeline}", headers=bearer(token))
+    assert pipeline_page.status_code == 200 and f'href="/twophase/loads/{loads["prepared"]}"' in pipeline_page.text
+    assert api.get(f"/twophase/pipelines/{pipeline}").status_code == 401
     views = api.get("/api/v2/plugins", headers=bearer(mint("admin"))).json()["plugins"]
     [ours] = [p for p in views if p["name"] == "twophase_transactions"]
     assert ours["external_views"][0]["name"] == "Transactions"

@@ -13,6 +13,7 @@ from twophase.participants.iceberg import IcebergTarget
 from twophase.participants.kafka import KafkaTarget
 from twophase.participants.postgres import PostgresTarget
 from twophase.protocol.states import State
+from twophase.protocol.votes import Vote
 from twophase.spec import LoadSpec
 from twophase_ui import charts
 from twophase_ui.timeline import commits, ordered_participants, spans, targets_of
@@ -49,6 +50,23 @@ def test_commits_are_placed_back_to_back_in_commit_order_ending_when_the_commit_
     assert (drawn[("Exposure", "exposure window")].start, drawn[("Exposure", "exposure window")].end) == (at(11),
                                                                                                         at(15))
     assert drawn[("kafka", "commit")].estimated and not drawn[("Load", "commit")].estimated
+
+
+def test_a_last_resource_commits_in_the_vote_and_holds_no_prepared_transaction():
+    spec = LoadSpec(load_id=SPEC.load_id, pipeline="p", run_id="r", targets=SPEC.targets[:2],
+                    last_resource="postgres", last_resource_why="max_prepared_transactions = 0")
+    load = _load(State.COMMITTED, {"prepared_at": 10, "exposed_at": 11, "decided_at": 12, "finished_at": 14},
+                 decision="COMMIT", participants=spec.to_log(),
+                 outcomes={"postgres": {"seconds": 0.01}, "kafka": {"seconds": 1.0}})
+    assert ordered_participants(load, targets_of(load)) == ["postgres", "kafka"]  # the last resource first
+    votes = {p: Vote(p, True, 1, {}) for p in ("postgres", "kafka")}
+    drawn = {(s.lane, s.label): s for s in spans(load, votes, now=T0)}
+    decided = T0 + timedelta(seconds=12)
+    assert (drawn[("postgres", "committed (last resource)")].start, drawn[("postgres", "staged")].end) == (decided,
+                                                                                                         decided)
+    assert ("postgres", "prepared transaction") not in drawn and ("postgres", "commit") not in drawn
+    assert (drawn[("kafka", "commit")].start, drawn[("kafka", "commit")].end) == (T0 + timedelta(seconds=13),
+                                                                                  T0 + timedelta(seconds=14))
 
 
 def test_a_load_waiting_for_approval_waits_up_to_now_and_is_not_voting():
