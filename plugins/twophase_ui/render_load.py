@@ -81,6 +81,7 @@ def _how(load, target: Target, vote, last: str | None) -> list[tuple[str, str]]:
     """How the target commits (or committed): the facts the log keeps for its kind."""
     detail = (vote.committable if vote else None) or {}
     committed = load.state.value == "COMMITTED"
+    undecided = load.state.value in ("PREPARING", "PREPARED")
     if target.kind == "postgres":
         tables = detail.get("tables") or {}
         replaced = (tables.get(target.name) or {}).get("deleted")
@@ -92,7 +93,8 @@ def _how(load, target: Target, vote, last: str | None) -> list[tuple[str, str]]:
             fate = {"COMMITTED": "COMMIT PREPARED", "ABORTED": "ROLLBACK PREPARED"}.get(load.state.value, "held now")
             facts.append(("Prepared transaction", f"<code>{e(detail['gid'])}</code> ({fate})"))
         elif detail.get("gid"):
-            facts.append(("Prepared transaction", "none: the vote never made it ready"))
+            facts.append(("Prepared transaction", "not yet: the vote takes it" if undecided else
+                          "none: the vote never made it ready"))
         return facts
     if target.kind == "kafka":
         copies = [c for c in detail.get("topics") or [] if c.get("topic") == target.name]
@@ -102,7 +104,8 @@ def _how(load, target: Target, vote, last: str | None) -> list[tuple[str, str]]:
         ranges = ", ".join(f"[{p}] {r[0]:,}..{r[1]:,}" for p, r in (copy.get("ranges") or {}).items()) or "none"
         return [("Staging topic", f"<code>{e(copy.get('staging_topic'))}</code>"),
                 ("Staged offsets", e(ranges)),
-                ("Commit", "copied into the topic in one Kafka transaction" if committed else "copy not done")]
+                ("Commit", "copied into the topic in one Kafka transaction" if committed else
+                 "not yet" if undecided or load.state.value == "COMMITTING" else "none: rolled back")]
     if target.kind == "iceberg":
         files = detail.get("files") or []
         return [("Staged files", f"{len(files):,} Parquet files in <code>{e(detail.get('directory', '-'))}</code>"),
@@ -309,7 +312,10 @@ def load_page(detail: LoadDetail, *, list_url: str, pipeline_url: str) -> str:
             + f"<span>exposed <strong>{'-' if exposed is None else seconds_text(exposed)}</strong>"
             + f"{so_far if exposed is not None else ''}</span>"
             + f"<span>run {run_link(load.pipeline, load.run_id)}</span></div>"
-            + (f'<p class="reason">{e(load.reason)}</p>' if load.reason else ""))
+            + (f'<p class="reason">{e(load.reason)}</p>' if load.reason else "")
+            + (f'<p class="reason">{e(approval.describe(load.approval))}: answer it in Airflow, on the run\'s '
+               "required action</p>" if load.approval and "decision" not in load.approval and not load.decided_at
+               else ""))
     body = (
         f'<nav class="crumbs"><a href="{e(list_url)}">← Transactions</a>'
         f'<a href="{e(pipeline_url)}">Pipeline {e(load.pipeline)}</a></nav>'

@@ -16,7 +16,7 @@ from ui_auth import bearer
 from ui_browser import LAPTOP, drawn
 from ui_html import parse
 
-KINDS = ("committed", "approved", "rolled_back", "stuck")
+KINDS = ("committed", "approved", "rolled_back", "stuck")  # decided: a vote and a phase 2 on the timeline
 
 
 def _page(client, token, load_id: str) -> str:
@@ -107,6 +107,16 @@ def test_a_card_per_target_says_what_reached_it_and_how(client, token, page_load
     assert "Prepared transactionnone: the vote never made it ready" in rolled_back[table].text()  # the audit aborted
 
 
+def test_a_load_waiting_for_approval_waits_up_to_now(client, token, page_loads, pg_dsn):
+    load = PostgresLog(pg_dsn).get(page_loads["waiting"])
+    bars = _bars(_page(client, token, load.load_id))
+    assert sorted(b for b in bars if b.startswith("Load|")) == ["Load|approval wait", "Load|prepare"], "no vote yet"
+    assert all(b.endswith("|staged") for b in bars if not b.startswith("Load|")), "no lock, no prepared transaction"
+    wait = bars["Load|approval wait"]
+    assert wait["start"].isoformat() == load.approval["asked_at"] and "so far" in wait["title"]
+    assert "waiting for a person" in wait["title"]
+
+
 def test_the_audits_rules_with_their_verdicts(client, token, page_loads):
     committed = parse(_page(client, token, page_loads["committed"]))
     rows = [[td.text() for td in tr.find_all("td")] for tr in committed.find_all("tr")
@@ -132,7 +142,7 @@ def test_rejected_lines_by_reason_as_bars_with_the_first_lines(client, token, pa
     assert len(shown) == 3 and all(line in text for line, text in zip(page_loads["rejected"]["not_json"], shown))
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", KINDS + ("waiting",))
 def test_every_chart_has_its_numbers_in_text_and_the_json_is_folded(client, token, page_loads, kind):
     html = _page(client, token, page_loads[kind])
     doc = parse(html)
@@ -150,7 +160,7 @@ def test_every_chart_has_its_numbers_in_text_and_the_json_is_folded(client, toke
     assert html.index("<pre") > html.index("<summary>Raw JSON"), "no JSON before the raw JSON, folded"
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", KINDS + ("waiting",))
 def test_a_loads_page_reads_well_on_a_laptop(client, token, page_loads, kind):
     """Drawn by Chromium at 1366 px: nothing scrolls sideways, the timeline is on the first
     screen, every bar inside the drawing."""
