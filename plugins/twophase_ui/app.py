@@ -112,12 +112,14 @@ def _pipelines(request: Request, dsn: str) -> tuple[list[str], bool]:
     return allowed, len(allowed) == len(every)
 
 
-def _loads(request: Request, dsn: str, pipeline: str | None, state: str | None, limit: int) -> list:
-    """The newest loads the user may read: of one pipeline, or of all those they may read."""
+def _loads(request: Request, dsn: str, pipeline: str | None, state: str | None, limit: int,
+           readable_pipelines: tuple[list[str], bool] | None = None) -> list:
+    """The newest loads the user may read: of one pipeline, or of all those they may read
+    (`readable_pipelines`, _pipelines' answer, when the caller has it already)."""
     if pipeline:
         require_dag(request, pipeline)
         return _read(queries.list_loads, dsn, pipeline, state, limit)
-    allowed, every = _pipelines(request, dsn)
+    allowed, every = readable_pipelines or _pipelines(request, dsn)
     return _read(queries.list_loads, dsn, None, state, limit, None if every else allowed)
 
 
@@ -134,8 +136,9 @@ def _url(request: Request, name: str, **params) -> str:
 @app.get("/", response_class=HTMLResponse, name="transactions")
 def transactions(request: Request, pipeline: str | None = None, state: str | None = None, limit: int = Limit):
     dsn, state = _dsn(), _state(state)
-    rows = _loads(request, dsn, pipeline or None, state, limit)
-    return render.list_page(rows, pipelines=_pipelines(request, dsn)[0], pipeline=pipeline or None,
+    readable_pipelines = _pipelines(request, dsn)
+    rows = _loads(request, dsn, pipeline or None, state, limit, readable_pipelines)
+    return render.list_page(rows, pipelines=readable_pipelines[0], pipeline=pipeline or None,
                             state=state, limit=limit, detail_url=lambda load_id: _url(request, "load", load_id=load_id),
                             pipeline_url=lambda name: _url(request, "pipeline", pipeline=name))
 
