@@ -8,9 +8,12 @@ Created paused: unpause it once orders land for the current day.
 Input: the daily example's JSON lines, $ORDERS_DATA/landing/date=YYYY-MM-DD/ (ORDERS_DATA:
 a storage URI, as for the daily example; make a sample day with `python -m orders_sample`),
 listed at begin as the daily example lists it (an IntervalFolder of the hour's day); the
-job keeps the orders whose ordered_at falls in the hour. Mode append loads each hour once
-(a committed hour is "nothing to do"); mode replace swaps that hour's rows (and marks the
-topic's records as replacing).
+job keeps the orders whose ordered_at falls in the hour. A run whose day folder has not
+landed yet waits for it, deferred to the triggerer (no worker held), up to
+ORDERS_HOURLY_INPUT_WAIT_S seconds (default two hours), then fails naming the folder.
+
+Mode append loads each hour once (a committed hour is "nothing to do"); mode replace swaps
+that hour's rows (and marks the topic's records as replacing).
 
 Load a given hour: its run's data interval is the hour, so give the logical date of the
 hour's END (a manual run's interval is the last whole hour before its logical date):
@@ -32,10 +35,12 @@ import pendulum
 from airflow.sdk import DAG, CronDataIntervalTimetable
 
 from orders_sample.locations import day_folder, rejects_folder
+from twophase.env_seconds import seconds
 from twophase.spec import SpecError
-from twophase_airflow import IntervalFolder, LoadConfig, Table, Topic, load_params, two_phase_load
+from twophase_airflow import IntervalFolder, LoadConfig, Table, Topic, WaitForInput, load_params, two_phase_load
 
 ROOT = Path(__file__).resolve().parents[1]
+INPUT_WAIT = timedelta(seconds=seconds("ORDERS_HOURLY_INPUT_WAIT_S", 2 * 3600, zero_allowed=True))
 
 TABLE_DDL = """
 create schema if not exists analytics;
@@ -81,6 +86,6 @@ with DAG(
         LoadConfig(targets=[
             Table("analytics.customer_hourly_totals", interval_column="hour", ddl=TABLE_DDL),
             Topic("customer-hourly-totals", key_column="customer_id"),
-        ], source=IntervalFolder(day_folder), describe_input=describe_input),
+        ], source=IntervalFolder(day_folder, wait=WaitForInput(up_to=INPUT_WAIT)), describe_input=describe_input),
         application=str(ROOT / "spark_jobs" / "orders_hourly_totals.py"),
     )

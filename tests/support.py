@@ -142,14 +142,18 @@ def orders_landing() -> Path:
     return Path(os.environ.get("ORDERS_DATA", ROOT / ".stack" / "data" / "orders")) / "landing"
 
 
-def fresh_day(pg_dsn: str, pipeline: str = ORDERS_PIPELINE) -> date:
-    """A day no load of the pipeline (default: the daily example) has touched."""
+def fresh_day(pg_dsn: str, pipeline: str = ORDERS_PIPELINE, first: date = date(2040, 1, 1)) -> date:
+    """A day no load of the pipeline (default: the daily example) has touched, from
+    `first` on (a scheduler runs no run whose logical date is in the future: give a past
+    `first` for a run it schedules with a logical date)."""
     rng = random.Random()
+    today = date.today()
+    span = (today - first).days - 1 if first < today else 30000  # a past `first`: days before yesterday
     with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
         cur.execute("select to_regclass('twophase.loads') is not null")
         logged = cur.fetchone()[0]
         for _ in range(100):
-            day = date(2040, 1, 1) + timedelta(days=rng.randrange(30000))
+            day = first + timedelta(days=rng.randrange(span))
             if not logged:
                 return day
             cur.execute("select 1 from twophase.loads where pipeline = %s and data_interval_start::date = %s",

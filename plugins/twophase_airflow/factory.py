@@ -1,7 +1,10 @@
 """The DAG factory: a two-phase load as tasks whose graph is the protocol.
 
-    begin -> prepare -> audit -> approve -> vote -> commit | rollback -> finish
+    [wait_for_input ->] begin -> prepare -> audit -> approve -> vote -> commit | rollback -> finish
 
+- wait_for_input (only when the source is an IntervalFolder with `wait`): waits, deferred
+  to the triggerer, for the run's folder to land; not landed in time, it fails or skips
+  the run as configured (input_wait.py).
 - begin (short-circuit): refuses unknown trigger keys, logs the load; when the day is
   already committed in append mode (exactly once per day) it says "nothing to do" and
   skips prepare, and through the trigger rules below vote, commit and rollback too.
@@ -45,6 +48,7 @@ from twophase.spec import SpecError
 from . import tasks
 from .approval_operator import LoadApprovalOperator
 from .config import LoadConfig, check_pipeline
+from .input_wait import WaitForInputOperator
 from .kinds import asset_of
 from .prepare_operator import TwoPhasePrepareOperator
 
@@ -104,6 +108,7 @@ class TwoPhaseTasks:
     commit: object
     rollback: object
     finish: object
+    wait_for_input: object = None  # only when the source waits for its input
 
 
 def default_retry_delay() -> timedelta:
@@ -167,7 +172,15 @@ def two_phase_load(config: LoadConfig, application: str, *, application_args: li
 
     begin_task, audit_task, vote_task, finish_task = begin(), audit(), vote(), finish()
     begin_task >> prepare >> audit_task >> approve >> vote_task >> [commit_task, rollback_task] >> finish_task
-    return TwoPhaseTasks(begin_task, prepare, audit_task, approve, vote_task, commit_task, rollback_task, finish_task)
+    waits = None
+    if getattr(config.source, "wait", None) is not None:
+        # Begin's own trigger rule (all upstream succeeded): a wait that fails or skips
+        # skips or fails begin and what follows; finish says why.
+        waits = WaitForInputOperator(task_id=tasks.WAIT_TASK, load=config, pipeline=pipeline, retries=2,
+                                     retry_delay=retry_delay)
+        waits >> begin_task
+    return TwoPhaseTasks(begin_task, prepare, audit_task, approve, vote_task, commit_task, rollback_task, finish_task,
+                         waits)
 
 
 def _current_dag_id() -> str:

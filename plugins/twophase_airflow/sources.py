@@ -7,12 +7,14 @@ reads it with `twophase.spark.job.read_source(spark, spec)`.
   that finds nothing new ends green without a load (`empty="skip"`, the default) or loads
   an empty one (`empty="load"`: a commit per run, e.g. to show the pipeline is alive).
 - IntervalFolder: each load reads the whole folder of its run's data interval; loads stay
-  exactly once per data interval, as without a source.
+  exactly once per data interval, as without a source. With `wait=WaitForInput(...)` a run
+  first waits for its folder to land (twophase_airflow.input_wait), holding no worker.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Callable
 
 from twophase.sources.files import FilesSource
@@ -23,6 +25,7 @@ from twophase.spec import SpecError
 from .kinds.kafka import DEFAULT_CONN_ID as DEFAULT_KAFKA
 
 EMPTY = ("skip", "load")
+THEN = ("fail", "skip")
 
 
 def _check_empty(source) -> None:
@@ -92,15 +95,50 @@ class LandingFolder:
 
 
 @dataclass(frozen=True)
+class WaitForInput:
+    """A run waits for its interval's folder to land before its load begins, in Airflow's
+    triggerer: no worker slot is held while it waits (the wait_for_input task is deferred).
+
+    - up_to: the longest it waits, from when the wait_for_input task first looks (a
+      timedelta; 0 looks once);
+    - then: what a run whose input has not landed by then does: "fail" (the run fails,
+      naming the folder and what is missing) or "skip" (the run ends green without a load,
+      saying why in its finish task);
+    - marker: a file the folder must hold to count as landed, such as "_SUCCESS", which its
+      writer makes when it has written everything; '' = the folder exists (then every file
+      in it must be complete when it appears, e.g. the folder is renamed into place);
+    - every: how often the triggerer looks; None = TWOPHASE_INPUT_POLL_S seconds, else 60.
+    """
+
+    up_to: timedelta
+    then: str = "fail"
+    marker: str = ""
+    every: timedelta | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.up_to, timedelta) or self.up_to < timedelta(0):
+            raise SpecError(f"WaitForInput up_to must be a timedelta of 0 or more, got {self.up_to!r}")
+        if self.then not in THEN:
+            raise SpecError(f"WaitForInput then must be one of {', '.join(THEN)}, got {self.then!r}")
+        if not isinstance(self.marker, str) or "/" in self.marker or self.marker in (".", ".."):
+            raise SpecError(f"WaitForInput marker must be a file name in the folder (no '/'), got {self.marker!r}")
+        if self.every is not None and (not isinstance(self.every, timedelta) or self.every <= timedelta(0)):
+            raise SpecError(f"WaitForInput every must be a positive timedelta, got {self.every!r}")
+
+
+@dataclass(frozen=True)
 class IntervalFolder:
     """The folder of each run's data interval: `folder(interval)` gives its storage URI or
     absolute path (e.g. `.../landing/date=2026-11-20`). Every load of the interval reads
     all of its files, listed at begin (a replace load lists them again); a file that
     changes or vanishes before the load read it fails the load, and a folder that does
     not exist refuses the load at begin. Loads stay exactly once per data interval.
-    An empty folder is an empty load (the vote's min_rows gate decides whether it commits)."""
+    An empty folder is an empty load (the vote's min_rows gate decides whether it commits).
+    `wait`: a WaitForInput, to wait for the folder to land first (late input) instead of
+    refusing the load at once."""
 
     folder: Callable
+    wait: WaitForInput | None = None
     kind = "files"
     conn_id = ""
     empty = "load"
@@ -110,6 +148,8 @@ class IntervalFolder:
         if not callable(self.folder):
             raise SpecError("IntervalFolder folder must be a function (interval) -> the interval's folder, "
                             f"got {self.folder!r}")
+        if self.wait is not None and not isinstance(self.wait, WaitForInput):
+            raise SpecError(f"IntervalFolder wait must be a WaitForInput(...) or None, got {self.wait!r}")
 
     def core(self, pipeline: str, connection: str, interval=None) -> FilesSource:
         """The core source of `interval`'s folder (SpecError naming a bad URI)."""

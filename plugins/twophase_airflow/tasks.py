@@ -42,6 +42,10 @@ BEGIN_TASK = "begin"
 # runs whatever happened before it and is the task that says how the run ended.
 NOTHING_TO_DO = "nothing_to_do"  # the day is already committed (append mode): the run succeeds
 REFUSED = "refused"              # begin failed, with this reason: the run fails
+# What the wait_for_input task (input_wait.py) tells finish when the input did not land:
+# {"then": "fail" or "skip", "reason": ...}.
+WAIT_TASK = "wait_for_input"
+NOT_LANDED = "not_landed"
 
 
 def load_id(pipeline: str, context) -> str:
@@ -288,9 +292,10 @@ def finish(cfg: LoadConfig, pipeline: str, context) -> None:
     """Say how the run ended; runs whatever happened before it (trigger rule ALL_DONE).
 
     Succeeds when the load COMMITTED, or when no load was begun because the day was
-    already committed (begin's NOTHING_TO_DO). Fails the run otherwise, naming the
-    reason: a rolled back or unresolved load, or begin's refusal. A refused or rolled
-    back load never shows as a green run.
+    already committed (begin's NOTHING_TO_DO) or the input did not land and the pipeline
+    skips such a run (WaitForInput then="skip"). Fails the run otherwise, naming the
+    reason: a rolled back or unresolved load, begin's refusal, input that did not land.
+    A refused or rolled back load never shows as a green run.
     """
     lid, conns, txlog = the_load(cfg, pipeline, context)
     try:
@@ -301,7 +306,12 @@ def finish(cfg: LoadConfig, pipeline: str, context) -> None:
         if nothing_to_do:
             log.info("nothing to do: %s", nothing_to_do)
             return
-        raise AirflowFailException(f"no load was begun: {_begin_said(context)}") from None
+        not_landed = _not_landed(cfg, context)
+        if not_landed and not_landed.get("then") == "skip":
+            log.info("no load: %s (WaitForInput then='skip': the run ends without one)", not_landed["reason"])
+            return
+        said = not_landed["reason"] if not_landed else _begin_said(context)
+        raise AirflowFailException(f"no load was begun: {said}") from None
     except ServerUnreachable as exc:
         if context["ti"].xcom_pull(task_ids=BEGIN_TASK, key=REFUSED):
             raise AirflowFailException(f"no load was begun: {_begin_said(context)}") from None
@@ -327,6 +337,14 @@ def _show(txlog, load, conns) -> None:
                     load.load_id)
         return
     log.info("load %s, as `python -m twophase show` prints it:\n%s", load.load_id, text)
+
+
+def _not_landed(cfg: LoadConfig, context) -> dict | None:
+    """What the wait_for_input task said when the input did not land; None when the
+    pipeline does not wait for its input, or its input landed."""
+    if getattr(cfg.source, "wait", None) is None:
+        return None
+    return context["ti"].xcom_pull(task_ids=WAIT_TASK, key=NOT_LANDED)
 
 
 def _begin_said(context) -> str:

@@ -36,12 +36,13 @@ class HourRun:
         return self.output[start:end]
 
 
-def run_hour(orders_data: Path, hour: datetime, conf: dict | None = None) -> HourRun:
+def run_hour(orders_data: Path, hour: datetime, conf: dict | None = None, env: dict | None = None) -> HourRun:
     """A run of the hourly DAG that loads [hour, hour + 1h): a manual run's data interval
-    is the last whole hour before its logical date, so the logical date is the hour's end."""
+    is the last whole hour before its logical date, so the logical date is the hour's end.
+    `env`: more environment for the run (the DAG file's settings)."""
     logical = (hour + timedelta(hours=1)).isoformat()
-    proc = dags_test([DAG_ID, logical, "-c", json.dumps(conf or {})], {**os.environ, "ORDERS_DATA": str(orders_data)},
-                     ROOT, timeout=900)
+    proc = dags_test([DAG_ID, logical, "-c", json.dumps(conf or {})],
+                     {**os.environ, "ORDERS_DATA": str(orders_data), **(env or {})}, ROOT, timeout=900)
     output = proc.stdout + proc.stderr
     finished = re.findall(r"DagRun Finished: .*? run_id=(\S+), .*? state=(\w+)", output)
     assert finished, f"the DAG run did not finish (exit {proc.returncode}):\n{output[-4000:]}"

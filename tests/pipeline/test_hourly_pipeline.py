@@ -87,11 +87,13 @@ def test_two_hours_commit_once_each_and_replace_swaps_one(orders_data, pg_dsn, k
 
 
 def test_a_run_is_an_hour_never_a_day(orders_data, pg_dsn):
-    # No `date` param: the trigger key is refused before anything is logged.
+    # No `date` param: the trigger key is refused before anything is logged (by the wait for
+    # the input, the run's first task: it does not wait for a run that cannot begin).
     day = fresh_day(pg_dsn)
     hour = datetime.combine(day, time(9), tzinfo=timezone.utc)
     run = run_hour(orders_data, hour, {"date": day.isoformat()})
-    assert run.state == "failed" and "unknown trigger parameter 'date'" in run.task_log("begin")
+    assert run.state == "failed" and "unknown trigger parameter 'date'" in run.task_log("wait_for_input")
+    assert "no load was begun: unknown trigger parameter 'date'" in run.task_log("finish")
     assert loads_of_hour(pg_dsn, hour) == []
     # A run without a data interval falls back to a whole day (twophase_airflow.tasks):
     # the DAG's describe_input refuses it, and an interval across midnight.
@@ -106,3 +108,15 @@ def test_a_run_is_an_hour_never_a_day(orders_data, pg_dsn):
     described = dag_file.describe_input(Interval(hour, hour + timedelta(hours=1)), {}, "load")
     assert (described["start"], described["end"]) == (hour.isoformat(), (hour + timedelta(hours=1)).isoformat())
     assert dag_file.day_folder(Interval(hour, hour + timedelta(hours=1))).endswith(f"landing/date={day.isoformat()}")
+
+
+def test_an_hour_whose_input_does_not_land_in_time_fails_naming_its_folder(orders_data, pg_dsn):
+    """The wait (here 0 s: one look) gives up on a day folder that is not there: the run
+    fails without beginning a load, and its finish says which folder and why."""
+    day = fresh_day(pg_dsn)
+    hour = datetime.combine(day, time(7), tzinfo=timezone.utc)
+    run = run_hour(orders_data, hour, env={"ORDERS_HOURLY_INPUT_WAIT_S": "0"})
+    missing = f"the input did not land within 0 s: file://{orders_data}/landing/date={day}: the folder does not exist yet"
+    assert run.state == "failed" and missing in run.task_log("wait_for_input"), run.output[-4000:]
+    assert f"no load was begun: {missing}" in run.task_log("finish")
+    assert "[DAG TEST] starting task_id=begin" not in run.output and loads_of_hour(pg_dsn, hour) == []

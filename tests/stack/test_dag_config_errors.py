@@ -15,7 +15,8 @@ DAG_FILE = textwrap.dedent('''
 
     from twophase.audit import NullShare, RowCount
     from twophase_airflow import IcebergTable, LoadConfig, Table, Topic, load_params, table_asset, topic_asset, two_phase_load
-    from twophase_airflow import IntervalFolder, KafkaTopicSource, LandingFolder
+    from twophase_airflow import IntervalFolder, KafkaTopicSource, LandingFolder, WaitForInput
+    from datetime import timedelta
 
 
     def describe_input(interval, params, load_id):
@@ -113,6 +114,8 @@ def test_a_config_of_two_tables_in_two_databases_two_topics_and_an_iceberg_table
     (GOOD_TARGETS, {"source": "LandingFolder('')"}, "LandingFolder folder must be a storage URI or an absolute path"),
     (GOOD_TARGETS, {"source": "IntervalFolder('/data/orders')"},
      "IntervalFolder folder must be a function (interval) -> the interval's folder, got '/data/orders'"),
+    (GOOD_TARGETS, {"source": "IntervalFolder(lambda i: '/data', wait=WaitForInput(timedelta(hours=1), then='wait'))"},
+     "WaitForInput then must be one of fail, skip, got 'wait'"),
 ])
 def test_a_wrong_load_config_is_an_import_error_naming_the_problem(tmp_path, targets, fields, message):
     errors = import_errors(tmp_path, config_source=config(targets, **fields))

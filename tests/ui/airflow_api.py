@@ -65,8 +65,9 @@ class AirflowApi:
         value = entry["value"]
         return json.loads(value) if isinstance(value, str) else value
 
-    def trigger(self, dag_id: str, run_id: str, conf: dict) -> None:
-        self._call("POST", f"/dags/{dag_id}/dagRuns", json={"dag_run_id": run_id, "logical_date": None, "conf": conf})
+    def trigger(self, dag_id: str, run_id: str, conf: dict, logical_date: str | None = None) -> None:
+        self._call("POST", f"/dags/{dag_id}/dagRuns", json={"dag_run_id": run_id, "logical_date": logical_date,
+                                                             "conf": conf})
 
     def fail_run(self, dag_id: str, run_id: str) -> None:
         self._call("PATCH", f"/dags/{dag_id}/dagRuns/{run_id}", json={"state": "failed"})
@@ -75,7 +76,13 @@ class AirflowApi:
         return self._call("GET", f"/dags/{dag_id}/dagRuns/{run_id}")["state"]
 
     def task_state(self, dag_id: str, run_id: str, task_id: str) -> str | None:
-        return self.task(dag_id, run_id, task_id)["state"]
+        """The task's state; None also while the run has not made its task instances yet."""
+        resp = requests.get(f"{self.url}/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}",
+                            headers=self.headers, timeout=30)
+        if resp.status_code == 404:
+            return None
+        assert resp.ok, f"task {task_id} of {run_id}: {resp.status_code} {resp.text}"
+        return resp.json()["state"]
 
     def task(self, dag_id: str, run_id: str, task_id: str) -> dict:
         return self._call("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")
