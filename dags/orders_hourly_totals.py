@@ -42,17 +42,9 @@ from twophase_airflow import IntervalFolder, LoadConfig, Table, Topic, WaitForIn
 ROOT = Path(__file__).resolve().parents[1]
 INPUT_WAIT = timedelta(seconds=seconds("ORDERS_HOURLY_INPUT_WAIT_S", 2 * 3600, zero_allowed=True))
 
-TABLE_DDL = """
-create schema if not exists analytics;
-create table if not exists analytics.customer_hourly_totals (
-    customer_id text not null,
-    hour timestamptz not null,
-    orders int not null,
-    revenue numeric(22, 2) not null,
-    load_id text not null,
-    primary key (hour, customer_id)
-);
-"""
+# The job's output, declared once: the table is made from it (with load_id and the key),
+# the topic's values hold its columns, and the job's frame must match it.
+SCHEMA = {"customer_id": "string", "hour": "timestamp", "orders": "int", "revenue": "decimal(22,2)"}
 
 
 def describe_input(interval, params, load_id) -> dict:
@@ -84,8 +76,9 @@ with DAG(
 ):
     two_phase_load(
         LoadConfig(targets=[
-            Table("analytics.customer_hourly_totals", interval_column="hour", ddl=TABLE_DDL),
+            Table("analytics.customer_hourly_totals", interval_column="hour", key=("hour", "customer_id")),
             Topic("customer-hourly-totals", key_column="customer_id"),
-        ], source=IntervalFolder(day_folder, wait=WaitForInput(up_to=INPUT_WAIT)), describe_input=describe_input),
+        ], schema=SCHEMA, source=IntervalFolder(day_folder, wait=WaitForInput(up_to=INPUT_WAIT)),
+            describe_input=describe_input),
         application=str(ROOT / "spark_jobs" / "orders_hourly_totals.py"),
     )

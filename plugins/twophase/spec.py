@@ -11,6 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from . import schema
 from .errors import SpecError
 from .participants.kinds import KINDS
 from .sources.contract import Source
@@ -67,6 +68,7 @@ class LoadSpec:
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise SpecError(f"load {self.load_id} names the target(s) {twice} twice: each table and topic once")
+        schema.declared(self.targets)  # one schema per frame
         if self.source is not None and not isinstance(self.source, Source):
             raise SpecError(f"load {self.load_id}: its source must be a source of twophase.sources (a FilesSource, "
                             f"...), got {self.source!r}")

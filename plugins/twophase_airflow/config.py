@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime
 from typing import Callable
 
 from twophase import ids
+from twophase.schema import check as check_schema
 from twophase.spec import SpecError
 
 from .kinds import KINDS, TARGET_CLASSES
@@ -53,7 +54,11 @@ class LoadConfig:
       (docs/audit.md). Each rule's target is named as in the load: a table
       `schema.table`, a topic by its name, an Iceberg table `iceberg:namespace.table`.
     - quarantine_cap: at most this many staged rows failing each rule are kept in the
-      quarantine (default 10,000).
+      quarantine (default 10,000);
+    - schema: {column: Spark type} of the job's main frame (twophase.schema), declared
+      once for every target that loads it and gives none of its own: the tables are
+      created from it, each topic's values hold its columns, and the frame must match it
+      before anything is staged.
 
     Every name is checked here, with the core's own rules (twophase.spec, twophase.ids),
     so a wrong one fails the DAG file's import (Airflow's DAG import errors) instead of
@@ -68,6 +73,7 @@ class LoadConfig:
     spark_conn_id: str = "spark_default"
     rules: tuple = ()
     quarantine_cap: int = 10_000
+    schema: dict | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "targets", tuple(self.targets) if isinstance(self.targets, (list, tuple)) else ())
@@ -76,6 +82,14 @@ class LoadConfig:
         wrong = [t for t in self.targets if not isinstance(t, TARGET_CLASSES)]
         if wrong:
             raise SpecError(f"LoadConfig targets must be {_TARGET_NAMES}, got {wrong[0]!r}")
+        if self.schema is not None:
+            object.__setattr__(self, "schema", check_schema(self.schema, "LoadConfig schema"))
+            object.__setattr__(self, "targets", tuple(
+                replace(t, schema=self.schema) if t.frame == "" and t.schema is None else t for t in self.targets))
+        keyless = [t.name for t in self.targets if getattr(t, "key", ()) and t.schema is None]
+        if keyless:
+            raise SpecError(f"Table {keyless[0]} key needs a schema (its own, or LoadConfig's): the key only shapes "
+                            "a table made from it")
         names = [(t.kind, t.name) for t in self.targets]
         twice = sorted({n for k, n in names if names.count((k, n)) > 1})
         if twice:

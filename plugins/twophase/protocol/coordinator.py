@@ -25,12 +25,13 @@ from dataclasses import replace
 
 from .. import failpoints
 from .. import metrics as job_metrics
+from .. import schema
 from ..connections import Connections
 from ..errors import ServerUnreachable, Terminal, Transient, root_cause
 from ..log import Load, StateConflict, Superseded, TransactionLog
 from ..participants import commit_order, last_resource_of
 from ..participants.contract import Participant, outcome_of, servers_of
-from ..spec import LoadSpec
+from ..spec import LoadSpec, SpecError
 from . import lease, sourcing
 from .sourcing import NothingToRead, SourceBusy  # noqa: F401 - raised by begin, for its callers
 from .outcome import Kind, Outcome
@@ -195,6 +196,21 @@ def prepare(log: TransactionLog, conns: Connections, load_id: str, df, metrics: 
         raise
 
 
+def _check_schemas(spec: LoadSpec, frames: dict) -> None:
+    """Each frame whose targets declare a schema has exactly its columns and types
+    (twophase.schema), before anything is staged: SpecError naming every difference."""
+    problems = []
+    for frame, declared in schema.declared(spec.targets).items():
+        if frame not in frames:
+            continue  # the participants name a frame the job did not return
+        df = frames[frame]
+        dtypes = getattr(df, "dtypes", None) or [(c, None) for c in df.columns]
+        named = f"the job's frame {frame!r}" if frame else "the job's frame"
+        problems += schema.frame_problems(declared, dtypes, named)
+    if problems:
+        raise SpecError("the job's output does not match the load's schema: " + "; ".join(problems))
+
+
 def _raise_if_superseded(log: TransactionLog, load_id: str, attempt: int, parts: list[Participant],
                          exc: Exception) -> None:
     """A prepare attempt that failed because a later one took its staging away (dropped
@@ -229,6 +245,7 @@ def _prepare(log: TransactionLog, conns: Connections, load: Load, parts: list[Pa
 
     load_id = load.load_id
     frames = df if isinstance(df, dict) else {"": df}
+    _check_schemas(load.spec(), frames)
     stagings = {p.name: p.stage({name: list(frame.columns) for name, frame in frames.items()}) for p in parts}
     staged = stage(frames, stagings)
     sourcing.still_as_fixed(load, conns)

@@ -30,7 +30,11 @@ class IcebergTable:
       first load creates the table with them (and a load_id column) when it is missing;
       without them the table must exist;
     - partition_by: identity partition columns of a table the load creates;
-    - frame: which of the job's frames it loads ('' = the main one).
+    - frame: which of the job's frames it loads ('' = the main one);
+    - schema: {column: Spark type} of its frame (twophase.schema; LoadConfig(schema=...)
+      gives it to every target of the main frame): the table is created from it (unless
+      `columns` are given), the frame must match it, and a table that lacks one of its
+      columns is refused, naming it.
     """
 
     name: str
@@ -39,6 +43,7 @@ class IcebergTable:
     frame: str = ""
     columns: dict | None = None
     partition_by: tuple = ()
+    schema: dict | None = None
     kind = "iceberg"
 
     def __post_init__(self):
@@ -59,7 +64,7 @@ class IcebergTable:
         replace_where = ({self.interval_column: interval_value(interval)}
                          if mode == "replace" and self.interval_column else {})
         return IcebergTarget(self.name, "replace" if replace_where else "append", replace_where, connection,
-                             self.frame, dict(self.columns or {}), tuple(self.partition_by))
+                             self.frame, dict(self.columns or {}), tuple(self.partition_by), self.schema or {})
 
 
 def iceberg_asset(table: str, iceberg_conn_id: str = DEFAULT_CONN_ID):

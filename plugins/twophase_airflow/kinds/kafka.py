@@ -22,7 +22,10 @@ class Topic:
     - frame: which of the job's frames it loads ('' = the main one);
     - partitions, replication_factor (None: the broker's default) and topic_config (Kafka
       topic settings, e.g. {"min.insync.replicas": "2"}): of the topic and its staging
-      topic, when the load creates them.
+      topic, when the load creates them;
+    - schema: {column: Spark type} of its frame (twophase.schema; LoadConfig(schema=...)
+      gives it to every target of the main frame): the frame must match it, and each
+      record's value holds its columns in its order.
     """
 
     name: str
@@ -32,6 +35,7 @@ class Topic:
     partitions: int = 3
     replication_factor: int | None = None
     topic_config: dict | None = None
+    schema: dict | None = None
     kind = "kafka"
 
     def __post_init__(self):
@@ -49,7 +53,7 @@ class Topic:
     def core(self, mode: str, interval, connection: str) -> KafkaTarget:
         return KafkaTarget(self.name, self.key_column, partitions=self.partitions,
                            replication_factor=self.replication_factor, topic_config=dict(self.topic_config or {}),
-                           connection=connection, frame=self.frame)
+                           connection=connection, frame=self.frame, frame_schema=self.schema or {})
 
 
 def topic_asset(topic: str, kafka_conn_id: str = DEFAULT_CONN_ID):

@@ -9,6 +9,7 @@ from datetime import date
 from psycopg2.extensions import make_dsn, parse_dsn
 
 from twophase.participants.postgres import PostgresTarget
+from twophase.schema import check as check_schema, create_table_sql
 from twophase.spec import SpecError
 
 from .shared import AirflowKind, check_conn_id, interval_value, named_asset
@@ -31,7 +32,11 @@ class Table:
       PostgreSQL and Amazon RDS ship) as the load's last resource, whose commit is the
       decision; True insists on a prepared transaction; False always commits last
       (docs/protocol.md, "A Postgres database that cannot prepare"). At most one database
-      of a load commits last.
+      of a load commits last;
+    - schema: {column: Spark type} of its frame (twophase.schema; LoadConfig(schema=...)
+      gives it to every target of the main frame): without a ddl, begin creates the table
+      from it when missing (with load_id, and a primary key on `key`); the frame must match
+      it, and a table that lacks one of its columns is refused, naming the `alter table`.
     """
 
     name: str
@@ -40,12 +45,23 @@ class Table:
     frame: str = ""
     ddl: str | None = None
     prepared: bool | None = None
+    schema: dict | None = None
+    key: tuple = ()
     kind = "postgres"
 
     def __post_init__(self):
         if not isinstance(self.name, str):
             raise SpecError(f"Table name must be a string like 'schema.table', got {self.name!r}")
         check_conn_id(self)
+        object.__setattr__(self, "key", tuple(self.key))
+        if self.schema is not None:
+            object.__setattr__(self, "schema", check_schema(self.schema, f"Table {self.name} schema"))
+            unknown = [c for c in self.key if c not in self.schema]
+            if unknown:
+                raise SpecError(f"Table {self.name} key names {unknown}, which are not columns of its schema")
+            if self.ddl is None:
+                object.__setattr__(self, "ddl", create_table_sql(self.name, self.schema, self.key))
+
         if self.ddl is not None and not (isinstance(self.ddl, str) and self.ddl.strip()):
             raise SpecError(f"Table {self.name} ddl must be SQL text (create table if not exists ...) or None")
         try:  # the core's rules, so a wrong name fails the DAG file's import
@@ -64,7 +80,7 @@ class Table:
         replace_where = ({self.interval_column: interval_value(interval)}
                          if mode == "replace" and self.interval_column else {})
         return PostgresTarget(self.name, "replace" if replace_where else "append", replace_where, connection,
-                              self.frame, self.prepared)
+                              self.frame, self.prepared, self.schema or {})
 
 
 def table_asset(table: str, pg_conn_id: str = DEFAULT_CONN_ID):

@@ -10,7 +10,9 @@ from ...errors import ServerUnreachable, SpecError, Terminal, one_line, root_cau
 from ...protocol.outcome import Kind, Outcome
 from ...protocol.votes import Vote
 from ..contract import Participant, Staging, Swept
-from .catalog import (ATTEMPT_PROPERTY, LOAD_PROPERTY, arrow_schema, catalog_of, committed_attempt, committed_by, delete_dir, delete_files, describe, load_table, partition_columns, staged_files, staging_dir, staging_dirs, filesystem)
+from .catalog import (ATTEMPT_PROPERTY, LOAD_PROPERTY, IcebergConfigError, arrow_schema, catalog_of,
+                      committed_attempt, committed_by, delete_dir, delete_files, describe, load_table,
+                      partition_columns, staged_files, staging_dir, staging_dirs, filesystem)
 from .target import IcebergTarget
 from .writer import IcebergWriter
 
@@ -73,6 +75,11 @@ class IcebergParticipant(Participant):
         schema = arrow_schema(table)
         if "load_id" not in schema.names:
             raise SpecError(f"iceberg table {target.table} has no load_id column: add a load_id string column")
+        lacks = [c for c in target.frame_schema if c not in schema.names]
+        if lacks:
+            raise IcebergConfigError(f"iceberg table {target.table} lacks column(s) {lacks} of the load's schema: add "
+                                     "them to the table before the load (its schema's add_column), or leave them out "
+                                     "of the schema and the job's frame. Nothing was written.")
         missing = [n for n in schema.names if n != "load_id" and n not in frames[target.frame]]
         if missing:
             raise SpecError(f"the DataFrame lacks columns the targets need: {missing} of iceberg table "

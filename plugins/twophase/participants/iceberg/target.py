@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import SpecError
+from ...schema import check as check_schema, iceberg_types
 from ..target_rules import IDENT, check_names, check_table
 
 # The column types a table created by the participant may have (Iceberg's primitive types,
@@ -37,7 +38,10 @@ class IcebergTarget:
     exist. mode "append" adds the load's rows; mode "replace" first deletes the rows
     matching `replace_where` ({column: value}) in the same catalog commit, so readers see
     the old rows until the instant the new ones appear. `frame`: which of the job's
-    DataFrames it loads ('' = the job's main one).
+    DataFrames it loads ('' = the job's main one). `frame_schema`: the declared columns of its
+    frame ({column: Spark type}, twophase.schema): with one, the frame must match it, the
+    table is created from it (its `columns` when none are given), and a table that lacks
+    one of them is refused, naming it.
     """
 
     table: str
@@ -47,11 +51,14 @@ class IcebergTarget:
     frame: str = ""
     columns: dict[str, str] = field(default_factory=dict)
     partition_by: tuple[str, ...] = ()
+    frame_schema: dict[str, str] = field(default_factory=dict)
     kind = "iceberg"
 
     def __post_init__(self):
         object.__setattr__(self, "partition_by", tuple(self.partition_by))
-        object.__setattr__(self, "columns", dict(self.columns))
+        object.__setattr__(self, "frame_schema", check_schema(self.frame_schema, f"iceberg table {self.table}")
+                           if self.frame_schema else {})
+        object.__setattr__(self, "columns", dict(self.columns) or iceberg_types(self.frame_schema))
         check_names(self)
         check_table(self, "namespace.table")
         for column in [*self.replace_where, *self.columns, *self.partition_by]:

@@ -83,7 +83,9 @@ class KafkaParticipant(Participant):
             names = tuple(f"_twophase_{part}_{ids.digest(target.topic, 8)}" for part in ("key", "value", "crc"))
             key = f"cast(cast({_quoted(target.key_column)} as string) as binary)"
             value_columns = target.value_columns or frames[target.frame]
-            value = f"cast(to_json(struct({', '.join(map(_quoted, value_columns))})) as binary)"
+            # With a declared schema every value holds all of its columns, nulls as null.
+            nulls = ", map('ignoreNullFields', 'false')" if target.frame_schema else ""
+            value = f"cast(to_json(struct({', '.join(map(_quoted, value_columns))}){nulls}) as binary)"
             expressions[target.topic] = dict(zip(names, (key, value, f"crc32(concat(coalesce({key}, X''), {value}))")))
             writers[target.topic] = KafkaWriter(self.bootstrap, target.staging_topic, self.load_id, target.headers,
                                                 max_message_bytes, limited_by, names)

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from ...errors import SpecError
+from ...schema import check as check_schema
 from ..target_rules import IDENT, check_names
 
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -42,11 +43,16 @@ class KafkaTarget:
     frame: str = ""        # which of the job's DataFrames it loads ('' = the job's main one)
     # The columns of the frame each record's JSON value holds (empty: all of them).
     value_columns: tuple[str, ...] = ()
+    # The declared columns of its frame ({column: Spark type}, twophase.schema): the frame
+    # must match it, and the values hold its columns in its order.
+    frame_schema: dict[str, str] = field(default_factory=dict)
     kind = "kafka"
 
     def __post_init__(self):
         check_names(self)
-        object.__setattr__(self, "value_columns", tuple(self.value_columns))
+        object.__setattr__(self, "frame_schema",
+                           check_schema(self.frame_schema, f"kafka topic {self.topic}") if self.frame_schema else {})
+        object.__setattr__(self, "value_columns", tuple(self.value_columns) or tuple(self.frame_schema))
         check_topic(self.topic)
         if not self.staging_topic:
             object.__setattr__(self, "staging_topic", f"{self.topic}{STAGING_SUFFIX}")

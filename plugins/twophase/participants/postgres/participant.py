@@ -13,6 +13,7 @@ from ... import failpoints, ids, privileges
 from ...errors import MissingPrivilege, ServerUnreachable, SpecError, one_line
 from ...protocol.outcome import Kind, Outcome
 from ...protocol.votes import Vote
+from ...schema import missing_columns_sql
 from ...server_errors import postgres_unreachable, servers
 from ..contract import Participant, Staging, Swept
 from .server import (DECISIONS, MARKERS, PART_COLUMN, PostgresConfigError, _autocommit, _connect, _exists,
@@ -105,6 +106,12 @@ class PostgresParticipant(Participant):
                 if target.frame not in frames:
                     raise SpecError(f"table {target.table} loads the job's frame {target.frame!r}, which the job "
                                     f"did not return (it returned {sorted(frames)})")
+                lacks = missing_columns_sql(target.table, target.frame_schema, table_columns)
+                if lacks:
+                    raise PostgresConfigError(
+                        f"table {target.table} lacks column(s) of the load's schema: add them before the load "
+                        f"({'; '.join(lacks)}), or leave them out of the schema and the job's frame. Nothing was "
+                        "written.")
                 missing = [c for c in table_columns if c not in frames[target.frame]]
                 if missing:
                     raise SpecError(f"the DataFrame lacks columns the targets need: {missing} of table "

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import SpecError
+from ...schema import check as check_schema
 from ..target_rules import IDENT, check_names, check_table
 
 
@@ -24,6 +25,9 @@ class PostgresTarget:
     transaction where the server allows them (max_prepared_transactions above 0), else as
     the load's last resource; True, always prepared (refused at begin where the server
     cannot); False, always as the last resource. Tables of one database must agree.
+    `frame_schema`: the declared columns of its frame ({column: Spark type}, twophase.schema);
+    with one, the frame must match it and a table that lacks one of them is refused,
+    naming the statement that adds it ({} = the table's own columns, taken from the frame).
     """
 
     table: str
@@ -32,10 +36,13 @@ class PostgresTarget:
     connection: str = ""
     frame: str = ""
     prepared: bool | None = None
+    frame_schema: dict[str, str] = field(default_factory=dict)
     kind = "postgres"
 
     def __post_init__(self):
         check_names(self)
+        object.__setattr__(self, "frame_schema",
+                           check_schema(self.frame_schema, f"table {self.table}") if self.frame_schema else {})
         check_table(self, "schema.table")
         if self.prepared not in (None, True, False):
             raise SpecError(f"table {self.table}: prepared must be None (as the server allows), True or False, "
