@@ -55,6 +55,7 @@ import order_sql
 from order_rules import REASONS, check_line
 from order_sql import ORDER, ORDER_DDL, coded, customer_of
 from twophase.spark.job import Output, read_source, run
+from twophase.spark.readers import skipped_metrics
 from twophase.spark.storage import storage_uri
 from twophase.spec import SpecError
 
@@ -67,7 +68,6 @@ log = logging.getLogger("orders_daily_totals")
 MAX_REVENUE = Decimal("999999999999.99")  # analytics.customer_daily_totals.revenue numeric(14, 2)
 MAX_REVENUE_CENTS = int(MAX_REVENUE * 100)
 MAX_REJECT_CHARS = 10_000  # a rejected line is kept up to this many characters
-MAX_LISTED = 100           # skipped files listed by path in the metrics (all are counted)
 # Spark's error when an executor cannot find a file the driver listed; it names the file's URI.
 _FILE_MISSING = re.compile(r"FILE_NOT_EXIST\] Encountered error while reading file (\S+)\. ")
 
@@ -87,28 +87,14 @@ class RejectsNotKept(Exception):
 
 @dataclass(frozen=True)
 class Listing:
-    """The day folder's files: those the job reads, and those it reports as not read."""
+    """The day folder's files the job reads (those it does not: readers.skipped_metrics)."""
 
     read: list[tuple[str, int]]          # (URI, bytes)
-    skipped: list[tuple[str, int, str]]  # (path relative to the folder, bytes, why not read)
 
 
 def listing_of(spec) -> Listing:
     """The files of the load's range, as its folder source listed them at begin."""
-    position = spec.source_range["position"]
-    return Listing([(uri, size) for uri, size, _ in position.get("files", [])],
-                   [(relative, size, why) for relative, size, why in position.get("skipped", [])])
-
-
-def unread_files(path: str, listing: Listing) -> dict:
-    """Logs each file of the folder `path` that is not read, and gives the metrics that
-    report them (skipped_files, skipped_bytes, skipped_paths; an empty file holds no line
-    to account for, so it is not counted)."""
-    for relative, size, why in listing.skipped:
-        log.warning("not read: %s/%s (%s bytes): %s", path, relative, f"{size:,}", why)
-    skipped = [s for s in listing.skipped if s[1] > 0]
-    return {"skipped_files": len(skipped), "skipped_bytes": sum(s[1] for s in skipped),
-            "skipped_paths": [{"path": p, "bytes": n, "why": why} for p, n, why in skipped[:MAX_LISTED]]}
+    return Listing([(uri, size) for uri, size, _ in spec.source_range["position"].get("files", [])])
 
 
 def classify_partition(day: date):
@@ -352,7 +338,7 @@ def keep_rejects(spark: SparkSession, rejects: DataFrame, uri: str, expected: in
 def build(spark: SparkSession, spec) -> Output:
     (path, rejects), day = locations(spec), spec.input["date"]
     listing = listing_of(spec)
-    skipped = unread_files(path, listing)
+    skipped = skipped_metrics(spec, path)
 
     judged = judge(read_lines(spark, spec), date.fromisoformat(day))
     per_order = dedupe(judged.valid())

@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 import orders_daily_totals as daily
 from order_rules import REASONS
 from twophase.spark.job import Output, run
+from twophase.spark.readers import skipped_metrics
 
 # Executors get the daily job's functions inside the pickled ones (as it does its rules).
 cloudpickle.register_pickle_by_value(daily)
@@ -46,7 +47,7 @@ def build(spark, spec) -> Output:
     path, rejects = daily.locations(spec)
     start, end = (datetime.fromisoformat(spec.input[k]) for k in ("start", "end"))
     listing = daily.listing_of(spec)
-    skipped = daily.unread_files(path, listing)
+    skipped = skipped_metrics(spec, path)
 
     judged = daily.judge(daily.read_lines(spark, spec), start.date())
     per_order = daily.dedupe(judged.valid())
