@@ -53,6 +53,15 @@ def stock_reports_dsn() -> str:
 
 
 @pytest.fixture(scope="session")
+def reporting_dsn() -> str:
+    """The stack's second database (scripts/stack creates it)."""
+    dsn = os.environ.get("TWOPHASE_REPORTING_DSN")
+    if not dsn:
+        pytest.fail("TWOPHASE_REPORTING_DSN is not set: the stack's second database (eval \"$(scripts/stack env)\")")
+    return dsn
+
+
+@pytest.fixture(scope="session")
 def kafka_bootstrap() -> str:
     return _required_env("TWOPHASE_KAFKA_BOOTSTRAP")
 

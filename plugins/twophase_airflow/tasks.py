@@ -62,7 +62,8 @@ def load_interval(params: dict, context) -> Interval:
     """The data interval a run loads: the whole day of the `date` param; else the run's
     data interval from the DAG's timetable (the midnight run of a daily DAG covers the day
     that just ended, an hourly DAG's run its hour); else (a manual run, whose interval is
-    empty) yesterday (UTC)."""
+    empty) yesterday (UTC), when the DAG has a `date` param (a daily pipeline); without
+    one, the run is refused, naming the timetable to give the DAG."""
     if params.get("date"):
         try:
             return _day(date.fromisoformat(params["date"]))
@@ -71,6 +72,12 @@ def load_interval(params: dict, context) -> Interval:
     start, end = context.get("data_interval_start"), context.get("data_interval_end")
     if start is not None and end is not None and end > start:
         return Interval(start.astimezone(timezone.utc), end.astimezone(timezone.utc))
+    if "date" not in params:  # load_params(pick_day=False): not a daily pipeline, yesterday would be wrong
+        raise AirflowFailException(
+            "this run has no data interval to load: its DAG's timetable gives its runs none (a cron string or "
+            "preset such as '@hourly' makes a CronTriggerTimetable) and the DAG has no `date` param to name a "
+            'day. Give it schedule=CronDataIntervalTimetable("0 * * * *", timezone="UTC") (airflow.sdk), whose '
+            "runs each load their own interval")
     return _day(datetime.now(timezone.utc).date() - timedelta(days=1))
 
 

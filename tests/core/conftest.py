@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import psycopg2
 import pytest
 
@@ -36,15 +34,6 @@ def target(pg_dsn, unique_name):
             revenue numeric(12, 2), note text, load_id text not null,
             primary key (customer_id, day))""")
     return {"table": table, "topic": unique_name.replace("_", "-")}
-
-
-@pytest.fixture(scope="session")
-def reporting_dsn() -> str:
-    """The stack's second database (scripts/stack creates it)."""
-    dsn = os.environ.get("TWOPHASE_REPORTING_DSN")
-    if not dsn:
-        pytest.fail("TWOPHASE_REPORTING_DSN is not set: the stack's second database (eval \"$(scripts/stack env)\")")
-    return dsn
 
 
 @pytest.fixture(scope="session")

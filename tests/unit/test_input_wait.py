@@ -170,3 +170,13 @@ def test_the_factory_puts_the_wait_before_begin_only_when_the_source_waits(tmp_p
     assert waits.wait_for_input.task_id == tasks.WAIT_TASK
     assert waits.begin.operator.upstream_task_ids == {tasks.WAIT_TASK}
     assert build(IntervalFolder(folder_of(tmp_path))).wait_for_input is None
+
+
+def test_a_run_without_a_data_interval_of_a_pipeline_without_days_is_refused_naming_the_timetable(tmp_path):
+    ctx = {**context(), "data_interval_start": HOUR[1], "data_interval_end": HOUR[1]}  # a CronTriggerTimetable's run
+    with pytest.raises(AirflowFailException, match="no data interval to load: .*CronDataIntervalTimetable"):
+        operator(tmp_path).execute(ctx)
+    assert "CronTriggerTimetable" in ctx["ti"].pushed[tasks.NOT_LANDED]["reason"]
+    daily = {**ctx, "params": {"date": None}}  # a daily pipeline's manual run: yesterday, as before
+    assert tasks.load_interval(daily["params"], daily).end - tasks.load_interval(daily["params"], daily).start == \
+        timedelta(days=1)
