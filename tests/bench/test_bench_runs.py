@@ -64,6 +64,11 @@ def test_the_example_jobs_validation():
     assert "| 3,000 |" in out and "lines/s" in out, out
 
 
+def test_the_schema_readers_bench():
+    out = bench("bench.readers", "--lines", "2000", "--reps", "1", "--no-warm-up")
+    assert "| csv | 2,000 |" in out and "| jsonl | 2,000 |" in out and "of its speed" in out, out
+
+
 def test_the_kafka_sources_bench():
     out = bench("bench.source", "--events", "2000", "--small", "100", "--reps", "1", "--no-warm-up")
     assert "| the load, begin to commit (Postgres, Kafka, Iceberg) |" in out, out

@@ -40,7 +40,7 @@ from .job import read_source
 
 log = logging.getLogger("twophase.readers")
 MAX_LISTED = 100  # skipped_paths lists at most this many files (all are counted)
-_CORRUPT, _EXTRA = "_twophase_corrupt", "_twophase_extra"
+_CORRUPT, _EXTRA, _PART = "_twophase_corrupt", "_twophase_extra", "_twophase_part"
 
 
 @dataclass
@@ -102,8 +102,13 @@ def _judge(spark, spec, declared: dict, parsed, malformed, optional: tuple, head
     is_header = F.lit(False) if header_line is None else (F.trim(F.col("value")) == header_line)
     kind = F.when(blank, "blank").when(is_header, "header").when(reason.isNotNull(), "rejected").otherwise("row")
     rejected = kind == "rejected"  # a blank line or the header has no reason
+    # spark_partition_id() is not deterministic: a filter that names it (kept) stays above
+    # this projection, which then parses each line once; pushed below it, a filter on
+    # `kind` would hold a copy of the parse for every column it judges.
     judged = lines.select("value", "file", *[typed[c].alias(c) for c in declared], kind.alias("kind"),
-                          F.when(rejected, reason).alias("reason"), F.when(rejected, detail).alias("detail"))
+                          F.when(rejected, reason).alias("reason"), F.when(rejected, detail).alias("detail"),
+                          F.spark_partition_id().alias(_PART))
+    judged = judged.where(F.col(_PART) >= 0)
     counts = {(r["kind"], r["reason"]): r["n"] for r in judged.groupBy("kind", "reason").count()
               .withColumnRenamed("count", "n").collect()}
     by_reason = {reason: n for (kind_, reason), n in sorted(counts.items(), key=str) if kind_ == "rejected"}

@@ -1,0 +1,113 @@
+"""What the schema readers (twophase.spark.readers) cost, beside Spark's own trusting readers.
+
+    .venv/bin/python -m bench.readers --lines 1000000 [--reps 2]
+
+Makes one folder of page views (4 files, 1% bad lines) as CSV and as JSON lines, and
+times, on the same files, in the same Spark session, alternating each repetition:
+
+- baseline: Spark's own reader with the schema (`spark.read.csv` / `spark.read.json`,
+  trusting the input: a bad value is a silent null), grouped into views per page;
+- the reader: `read_csv` / `read_json_lines` over the folder as its source lists it (every
+  line judged in Spark: a row, or rejected with its reason), grouped the same way, with
+  what a job hands over besides: the metrics (one more pass) and the rejects the
+  quarantine keeps (capped per reason).
+
+Each runs once unrecorded first (`--no-warm-up` skips it). Neither stages anything: no
+server is needed. Prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "plugins")]
+
+SCHEMA = {"ts": "timestamp", "url": "string", "user_id": "string"}
+SPARK_DDL = "ts timestamp, url string, user_id string"
+
+
+def make(folder: Path, lines: int, fmt: str, files: int = 4) -> None:
+    """`lines` page views over `files` files, 1% of them with a time that is not one."""
+    rng = random.Random(f"{lines} {fmt}")
+    folder.mkdir(parents=True)
+    outs = [open(folder / f"part-{i}.{fmt}", "w", encoding="utf-8") for i in range(files)]
+    try:
+        if fmt == "csv":
+            for out in outs:
+                out.write("ts,url,user_id\n")
+        for i in range(lines):
+            ts = "not a time" if rng.random() < 0.01 else f"2026-11-20T05:{rng.randrange(60):02d}:{i % 60:02d}Z"
+            url, user = f"/p{rng.randrange(500)}", f"u{rng.randrange(100_000)}"
+            line = f"{ts},{url},{user}" if fmt == "csv" else json.dumps({"ts": ts, "url": url, "user_id": user})
+            outs[i % files].write(line + "\n")
+    finally:
+        for out in outs:
+            out.close()
+
+
+def baseline(spark, folder: Path, fmt: str) -> int:
+    read = spark.read.schema(SPARK_DDL)
+    df = read.csv(str(folder), header=True) if fmt == "csv" else read.json(str(folder))
+    return df.groupBy("url").count().count()
+
+
+def reader(spark, folder: Path, fmt: str) -> int:
+    from twophase.gates import quarantine
+    from twophase.sources.files import FilesSource
+    from twophase.spark.readers import read_csv, read_json_lines
+
+    source = FilesSource(f"file://{folder}", "interval")  # listed as a begin lists it
+    spec = types.SimpleNamespace(load_id="bench", source=source, source_range=source.open(None).fix([]).to_json())
+    read = (read_csv if fmt == "csv" else read_json_lines)(spark, spec, SCHEMA)
+    quarantine.capped(read.rejects)
+    return read.rows.groupBy("url").count().count()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lines", type=int, default=1_000_000)
+    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--no-warm-up", action="store_true")
+    args = parser.parse_args(argv)
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    rows = ["| format | lines | Spark's reader, trusting the input | the schema reader, every line judged | "
+            "reader / Spark |", "|---|---:|---:|---:|---:|"]
+    with tempfile.TemporaryDirectory(prefix="bench-readers-") as tmp:
+        spark = (SparkSession.builder.master("local[*]").appName("bench readers")
+                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        for fmt in ("csv", "jsonl"):
+            folder = Path(tmp) / fmt
+            make(folder, args.lines, fmt)
+            times: dict[str, list[float]] = {"baseline": [], "reader": []}
+            for rep in range(0 if args.no_warm_up else -1, args.reps):
+                for name in times if rep % 2 else reversed(times):  # alternating which goes first
+                    started = time.perf_counter()
+                    pages = (baseline if name == "baseline" else reader)(spark, folder, fmt)
+                    seconds = time.perf_counter() - started
+                    if rep >= 0:
+                        times[name].append(seconds)
+                    print(f"  {fmt} {name} {f'rep {rep + 1}' if rep >= 0 else 'warm-up'}: {seconds:.1f} s, "
+                          f"{pages} pages", file=sys.stderr, flush=True)
+            base, ours = statistics.median(times["baseline"]), statistics.median(times["reader"])
+            rows.append(f"| {fmt} | {args.lines:,} | {base:.1f} s ({args.lines / base:,.0f} lines/s) | {ours:.1f} s "
+                        f"({args.lines / ours:,.0f} lines/s) | {base / ours:.0%} of its speed |")
+        spark.stop()
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
