@@ -26,7 +26,7 @@ DAG_FILE = textwrap.dedent('''
     from twophase_airflow import IntervalFolder, LoadConfig, Table, WaitForInput, load_params, two_phase_load
 
     with DAG({dag_id!r}, schedule="@daily", start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-             params=load_params(pick_day=False)):
+             params=load_params()):
         two_phase_load(LoadConfig(targets=[Table("analytics.never_loaded")], source=IntervalFolder(
             lambda interval: "{landing}/today",
             wait=WaitForInput(up_to=timedelta(0), then="skip", marker="_SUCCESS"))), application="never_run.py")
