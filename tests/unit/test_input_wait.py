@@ -71,6 +71,24 @@ def test_the_trigger_looks_every_period_until_the_folder_lands(tmp_path, monkeyp
     assert slept == [30.0, 30.0, 30.0]
 
 
+def test_the_trigger_looks_again_when_the_file_system_does_not_answer(tmp_path, monkeypatch):
+    answers = iter([OSError("connection reset"), None])
+
+    def flaky(folder, marker):
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    async def sleep(seconds):
+        pass
+
+    monkeypatch.setattr(input_wait, "not_landed", flaky)
+    monkeypatch.setattr(input_wait.asyncio, "sleep", sleep)
+    deadline = (datetime.now(timezone.utc) + timedelta(hours=1)).isoformat()
+    assert events(InputLanded(str(tmp_path), "", deadline, 30.0)) == [{"landed": True}]
+
+
 def test_the_trigger_gives_up_at_its_deadline_with_why(tmp_path, monkeypatch):
     slept = []
 

@@ -111,21 +111,19 @@ class FilesReader(SourceReader):
     def not_landed(self, marker: str = "") -> str | None:
         """Why the folder's input has not landed yet, or None once it has: the folder
         exists and, with a `marker` (a file name such as `_SUCCESS`, which a writer makes
-        when it has written everything), holds that file. One or two requests; a listing
-        it cannot read raises SourceError, as begin's would."""
+        when it has written everything), holds that file. One or two requests. A file where
+        the folder should be: SourceError; a file system that does not answer: its OSError
+        (a caller may look again)."""
         import pyarrow.fs as pafs
 
         fs, root = filesystem(self.source.folder)
-        try:
-            found = fs.get_file_info(root)
-            if found.type == pafs.FileType.NotFound:
-                return "the folder does not exist yet"
-            if found.type != pafs.FileType.Directory:
-                raise SourceError(f"{self.source.key}: it is a file, not a folder")
-            if marker and fs.get_file_info(root.rstrip("/") + "/" + marker).type != pafs.FileType.File:
-                return f"the folder has no {marker} yet (its writer makes it when it has written everything)"
-        except OSError as exc:
-            raise SourceError(f"{self.source.key}: cannot be listed: {exc}") from None
+        found = fs.get_file_info(root)
+        if found.type == pafs.FileType.NotFound:
+            return "the folder does not exist yet"
+        if found.type != pafs.FileType.Directory:
+            raise SourceError(f"{self.source.key}: it is a file, not a folder")
+        if marker and fs.get_file_info(root.rstrip("/") + "/" + marker).type != pafs.FileType.File:
+            return f"the folder has no {marker} yet (its writer makes it when it has written everything)"
         return None
 
     def fix(self, committed: list[Range]) -> Range:
