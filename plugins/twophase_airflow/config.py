@@ -156,8 +156,9 @@ class LoadConfig:
 
     @property
     def ddl(self) -> list[tuple[str, str]]:
-        """(connection id, SQL) of every table that has a ddl, in target order."""
-        return [(t.conn_id, t.ddl) for t in self.targets if getattr(t, "ddl", None)]
+        """(connection id, SQL) of every table that has SQL to run before each load
+        (Table.setup_sql), in target order."""
+        return [(t.conn_id, sql) for t in self.targets if t.kind == "postgres" and (sql := t.setup_sql())]
 
 
 def check_pipeline(pipeline, what: str = "pipeline name") -> None:

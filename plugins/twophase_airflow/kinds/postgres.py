@@ -59,15 +59,19 @@ class Table:
             unknown = [c for c in self.key if c not in self.schema]
             if unknown:
                 raise SpecError(f"Table {self.name} key names {unknown}, which are not columns of its schema")
-            if self.ddl is None:
-                object.__setattr__(self, "ddl", create_table_sql(self.name, self.schema, self.key))
-
         if self.ddl is not None and not (isinstance(self.ddl, str) and self.ddl.strip()):
             raise SpecError(f"Table {self.name} ddl must be SQL text (create table if not exists ...) or None")
         try:  # the core's rules, so a wrong name fails the DAG file's import
             self.core("replace" if self.interval_column else "append", (date(2026, 1, 1), date(2026, 1, 2)), "")
         except SpecError as exc:
             raise SpecError(f"Table {self.name}: {exc}") from None
+
+    def setup_sql(self) -> str | None:
+        """The SQL begin runs before each load: the ddl, else the table made from the
+        schema (create table if not exists), else none."""
+        if self.ddl is None and self.schema is not None:
+            return create_table_sql(self.name, self.schema, self.key)
+        return self.ddl
 
     @property
     def load_name(self) -> str:
