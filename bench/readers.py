@@ -6,11 +6,13 @@ Makes one folder of page views (4 files, 1% bad lines) as CSV and as JSON lines,
 times, on the same files, in the same Spark session, alternating each repetition:
 
 - baseline: Spark's own reader with the schema (`spark.read.csv` / `spark.read.json`,
-  trusting the input: a bad value is a silent null), grouped into views per page;
+  trusting the input: a bad value is a silent null), then a job's work on every column:
+  per page, its views, distinct users (approximate) and first and last view;
 - the reader: `read_csv` / `read_json_lines` over the folder as its source lists it (every
-  line judged in Spark: a row, or rejected with its reason), grouped the same way, with
-  what a job hands over besides: the metrics (one more pass) and the rejects the
-  quarantine keeps (capped per reason).
+  line judged in Spark: a row, or rejected with its reason), in a session as the job's
+  frame configures it, the same work on its rows, and what a job hands over besides: the
+  metrics and the rejects the quarantine keeps (capped per reason); then what it kept is
+  let go, as the frame does when a prepare ends.
 
 Each runs once unrecorded first (`--no-warm-up` skips it). Neither stages anything: no
 server is needed. Prints a Markdown table.
@@ -55,22 +57,34 @@ def make(folder: Path, lines: int, fmt: str, files: int = 4) -> None:
             out.close()
 
 
+def pages(views) -> int:
+    """The job's work, on every column: per page, views, users and first and last view."""
+    from pyspark.sql import functions as F
+
+    return views.groupBy("url").agg(F.count(F.lit(1)), F.approx_count_distinct("user_id"), F.min("ts"),
+                                    F.max("ts")).count()
+
+
 def baseline(spark, folder: Path, fmt: str) -> int:
     read = spark.read.schema(SPARK_DDL)
-    df = read.csv(str(folder), header=True) if fmt == "csv" else read.json(str(folder))
-    return df.groupBy("url").count().count()
+    return pages(read.csv(str(folder), header=True) if fmt == "csv" else read.json(str(folder)))
 
 
 def reader(spark, folder: Path, fmt: str) -> int:
     from twophase.gates import quarantine
     from twophase.sources.files import FilesSource
+    from twophase.spark.job import configure
     from twophase.spark.readers import read_csv, read_json_lines
 
+    configure(spark)
     source = FilesSource(f"file://{folder}", "interval")  # listed as a begin lists it
     spec = types.SimpleNamespace(load_id="bench", source=source, source_range=source.open(None).fix([]).to_json())
     read = (read_csv if fmt == "csv" else read_json_lines)(spark, spec, SCHEMA)
-    quarantine.capped(read.rejects)
-    return read.rows.groupBy("url").count().count()
+    try:
+        quarantine.capped(read.rejects)
+        return pages(read.rows)
+    finally:
+        spark.catalog.clearCache()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -170,10 +170,8 @@ class Judged:
 
 def judge(lines: DataFrame, day: date) -> Judged:
     """Judged of the (raw, file) lines: the fast path, then check_line for what it leaves.
-    Sets the session to keep frames uncompressed: keeping a million first-pass rows took
-    1.3-1.5 s compressed, 0.6-0.9 s not, about 60 MB (bench/findings.md); what does not
-    fit in memory goes to disk."""
-    lines.sparkSession.conf.set("spark.sql.inMemoryColumnarStorage.compressed", "false")
+    Kept as the job's frame keeps frames (twophase.spark.job.configure: uncompressed, and
+    to disk what does not fit in memory)."""
     fast_line = F.col("order_id").isNotNull()
     checked = _fast_path(lines, day).select(
         F.when(~fast_line, F.col("raw")).alias("raw"), F.when(~fast_line, F.col("file")).alias("file"), *ORDER,

@@ -5,7 +5,7 @@ listing does not read are in the metrics. No server: a folder source read in-pro
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from decimal import Decimal
 
 import pytest
@@ -108,3 +108,11 @@ def test_optional_columns_may_be_missing_but_not_wrong(spark, tmp_path):
     assert read.metrics["rejected_by_reason"] == {"bad_views": 1} and "header_lines" not in read.metrics
     with pytest.raises(SpecError, match=r"optional names \['nope'\], which are not columns of the schema"):
         read_csv(spark, spec, SCHEMA, optional=("nope",))
+
+
+def test_a_schema_may_name_any_column_even_those_the_reader_uses_inside(spark, tmp_path):
+    """Columns named as a line's text, its file or its verdict would be in Spark's frames."""
+    spec = spec_of(tmp_path / "in", a__csv="1,x,2026-11-20\nnope,y,2026-11-20\n")
+    read = read_csv(spark, spec, {"value": "int", "file": "string", "kind": "date"}, header=False)
+    assert [tuple(r) for r in read.rows.collect()] == [(1, "x", date(2026, 11, 20))]
+    assert [(r["reason"], r["content"]) for r in read.rejects.collect()] == [("bad_value", "nope,y,2026-11-20")]

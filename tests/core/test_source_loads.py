@@ -291,6 +291,7 @@ def test_the_streaming_jobs_records_are_each_totalled_or_rejected_with_its_reaso
                             to_kafka=False), targets=(PostgresTarget(table),))
     coordinator.begin(log, spec, conns)
     frame.prepare(spark, orders_stream_totals.build, spec.load_id, conns)
+    assert spark._jsparkSession.sharedState().cacheManager().isEmpty(), "what the job kept outlives its prepare"
     assert coordinator.vote(log, conns, spec.load_id).state == State.COMMITTING
     coordinator.commit(log, conns, spec.load_id)
 

@@ -27,6 +27,11 @@ begin) and account for every line, once:
 The files the source listed but does not read (hidden names, subfolders) are in the
 metrics too (skipped_files, skipped_bytes, skipped_paths), for the vote's gate. Nothing is
 parsed in Python: a line crosses to Python only in `rejects`, capped by the quarantine.
+
+Each line is parsed and judged once, when the reader counts the verdicts; what the rows
+and the rejects need of it is kept (persisted: a row's typed values, a rejected line's
+reason, detail, file and text) until the prepare ends (twophase.spark.job.prepare lets it
+go), so `rows` and `rejects` read the cache, not the files.
 """
 
 from __future__ import annotations
@@ -41,6 +46,9 @@ from .job import read_source
 log = logging.getLogger("twophase.readers")
 MAX_LISTED = 100  # skipped_paths lists at most this many files (all are counted)
 _CORRUPT, _EXTRA, _PART = "_twophase_corrupt", "_twophase_extra", "_twophase_part"
+_VALUE, _FILE, _MALFORMED, _TOO_MANY = "_twophase_value", "_twophase_file", "_twophase_malformed", "_twophase_too_many"
+_VERDICT, _DETAIL = "_twophase_verdict", "_twophase_detail"
+BLANK, HEADER = -1, -2  # a line's verdict when it is blank or the header (0: a row; n > 0: the n-th check failed)
 
 
 @dataclass
@@ -80,48 +88,78 @@ def read_json_lines(spark, spec, schema: dict, *, optional: tuple = ()) -> Lines
 
 def _judge(spark, spec, declared: dict, parsed, malformed, optional: tuple, header_line: str | None,
            too_many) -> Lines:
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     unknown = [c for c in optional if c not in declared]
     if unknown:
         raise SpecError(f"optional names {unknown}, which are not columns of the schema")
-    lines = read_source(spark, spec).select("value", "file").withColumn("parsed", parsed)
-    text = {c: F.col(f"parsed.`{c}`") for c in declared}
-    typed = {c: F.expr(f"try_cast(parsed.`{c}` as {t})") for c, t in declared.items()}
-    checks = [(malformed, F.lit("malformed"), F.lit("not one record of the format")),
-              (too_many, F.lit("too_many_fields"), F.lit(f"more than {len(declared)} fields"))]
-    checks += [(text[c].isNull() | (F.trim(text[c]) == ""), F.lit(f"missing_{c}"), F.lit(f"{c} is missing"))
-               for c in declared if c not in optional]
-    checks += [(text[c].isNotNull() & (F.trim(text[c]) != "") & typed[c].isNull(), F.lit(f"bad_{c}"),
-                F.format_string(f"{c} %s is not a {t}", F.substring(text[c], 1, 100)))
-               for c, t in declared.items()]
-    reason, detail = F.lit(None).cast("string"), F.lit(None).cast("string")
-    for failed, why, said in reversed(checks):  # the first that applies wins
-        reason, detail = F.when(failed, why).otherwise(reason), F.when(failed, said).otherwise(detail)
-    blank = F.trim(F.col("value")) == ""
-    is_header = F.lit(False) if header_line is None else (F.trim(F.col("value")) == header_line)
-    kind = F.when(blank, "blank").when(is_header, "header").when(reason.isNotNull(), "rejected").otherwise("row")
-    rejected = kind == "rejected"  # a blank line or the header has no reason
-    # spark_partition_id() is not deterministic: a filter that names it (kept) stays above
-    # this projection, which then parses each line once; pushed below it, a filter on
-    # `kind` would hold a copy of the parse for every column it judges.
-    judged = lines.select("value", "file", *[typed[c].alias(c) for c in declared], kind.alias("kind"),
-                          F.when(rejected, reason).alias("reason"), F.when(rejected, detail).alias("detail"),
-                          F.spark_partition_id().alias(_PART))
-    judged = judged.where(F.col(_PART) >= 0)
-    counts = {(r["kind"], r["reason"]): r["n"] for r in judged.groupBy("kind", "reason").count()
-              .withColumnRenamed("count", "n").collect()}
-    by_reason = {reason: n for (kind_, reason), n in sorted(counts.items(), key=str) if kind_ == "rejected"}
+    columns = list(declared)
+    text = {c: F.col(f"parsed.`{c}`") for c in columns}
+    # Three steps, each computing what it names once per line: a barrier (a filter naming
+    # spark_partition_id(), which is not deterministic) keeps Spark from inlining a step
+    # into the next, where the parse and each cast would be copied into every check that
+    # reads them. Internal names (_twophase_*) leave every name free for the schema.
+    lines = _barrier(read_source(spark, spec).select("value", "file").withColumn("parsed", parsed).select(
+        F.col("value").alias(_VALUE), F.col("file").alias(_FILE), "parsed",
+        malformed.alias(_MALFORMED), too_many.alias(_TOO_MANY),
+        *[(text[c].isNotNull() & (F.trim(text[c]) != "")).alias(_has(i)) for i, c in enumerate(columns)],
+        *[F.expr(f"try_cast(parsed.`{c}` as {t})").alias(_typed(i)) for i, (c, t) in enumerate(declared.items())]))
+    has = {c: F.col(_has(i)) for i, c in enumerate(columns)}
+    typed = {c: F.col(_typed(i)) for i, c in enumerate(columns)}
+    checks = [(F.col(_MALFORMED), "malformed", F.lit("not one record of the format")),
+              (F.col(_TOO_MANY), "too_many_fields", F.lit(f"more than {len(columns)} fields"))]
+    checks += [(~has[c], f"missing_{c}", F.lit(f"{c} is missing")) for c in columns if c not in optional]
+    checks += [(has[c] & typed[c].isNull(), f"bad_{c}",
+                F.format_string(f"{c} %s is not a {t}", F.substring(text[c], 1, 100))) for c, t in declared.items()]
+    # A line's verdict as one number: the first check that fails (1, 2, ...), 0 a row,
+    # BLANK or HEADER.
+    line = F.trim(F.col(_VALUE))
+    verdict = F.when(line == "", BLANK)
+    if header_line is not None:
+        verdict = verdict.when(line == header_line, HEADER)
+    for number, (failed, _, _) in enumerate(checks, 1):
+        verdict = verdict.when(failed, number)
+    lines = _barrier(lines.select("*", verdict.otherwise(0).alias(_VERDICT)))
+    verdict = F.col(_VERDICT)
+    detail = F.lit(None).cast("string")
+    for number, (_, _, said) in reversed(list(enumerate(checks, 1))):
+        detail = F.when(verdict == number, said).otherwise(detail)
+    # Kept: a row's typed values, a rejected line's detail, file and text; the counts' pass
+    # fills the cache, the rows and the rejects read it.
+    rejected = verdict > 0
+    judged = lines.select(*[F.when(verdict == 0, typed[c]).alias(_typed(i)) for i, c in enumerate(columns)],
+                          verdict, detail.alias(_DETAIL), F.when(rejected, F.col(_FILE)).alias(_FILE),
+                          F.when(rejected, F.col(_VALUE)).alias(_VALUE)).persist(StorageLevel.MEMORY_AND_DISK)
+    reasons = [why for _, why, _ in checks]
+    counts = dict(judged.groupBy(_VERDICT).count().collect())
+    by_reason = {reasons[n - 1]: counts[n] for n in sorted(counts) if n > 0}
     metrics = {"input_lines": sum(counts.values()), "rejected_lines": sum(by_reason.values()),
-               "rejected_by_reason": by_reason, "blank_lines": counts.get(("blank", None), 0),
-               **({"header_lines": counts.get(("header", None), 0)} if header_line is not None else {}),
+               "rejected_by_reason": dict(sorted(by_reason.items())), "blank_lines": counts.get(BLANK, 0),
+               **({"header_lines": counts.get(HEADER, 0)} if header_line is not None else {}),
                **skipped_metrics(spec)}
-    log.info("read %d lines: %d rows, %d rejected %s, %d blank", metrics["input_lines"],
-             counts.get(("row", None), 0), metrics["rejected_lines"], by_reason, metrics["blank_lines"])
-    rows = judged.where(F.col("kind") == "row").select(*declared)
-    rejects = judged.where(F.col("kind") == "rejected").select(
-        "reason", F.col("file").alias("source"), "detail", F.col("value").alias("content"))
+    log.info("read %d lines: %d rows, %d rejected %s, %d blank", metrics["input_lines"], counts.get(0, 0),
+             metrics["rejected_lines"], metrics["rejected_by_reason"], metrics["blank_lines"])
+    rows = judged.where(verdict == 0).select(*[F.col(_typed(i)).alias(c) for i, c in enumerate(columns)])
+    rejects = judged.where(rejected).select(
+        F.element_at(F.array(*map(F.lit, reasons)), verdict).alias("reason"), F.col(_FILE).alias("source"),
+        F.col(_DETAIL).alias("detail"), F.col(_VALUE).alias("content"))
     return Lines(rows, rejects, metrics)
+
+
+def _barrier(frame):
+    """`frame`, computed as it stands before what comes after it (see _judge)."""
+    from pyspark.sql import functions as F
+
+    return frame.withColumn(_PART, F.spark_partition_id()).where(F.col(_PART) >= 0).drop(_PART)
+
+
+def _has(i: int) -> str:
+    return f"_twophase_has_{i}"
+
+
+def _typed(i: int) -> str:
+    return f"_twophase_typed_{i}"
 
 
 def skipped_metrics(spec, folder: str | None = None) -> dict:
