@@ -9,7 +9,8 @@ A SparkSubmitOperator that adds what the frame (twophase.spark.job.run) needs:
   and spark-submit's environment keeps no variable that holds one (docs/clusters.md,
   "Secrets on clusters");
 - the Spark settings of the Spark connection's extra, under the operator's own `conf`
-  (two_phase_load's spark_conf), among them the executors' Python
+  (two_phase_load's spark_conf), with Spark's own log at WARN unless they say otherwise,
+  and among them the executors' Python
   (`spark.pyspark.python`): PYSPARK_PYTHON and
   PYSPARK_DRIVER_PYTHON of the Airflow host are never passed on. When the driver runs here
   (local master, client mode) and no driver Python is set, it is this task's own;
@@ -62,8 +63,11 @@ def refuse_standalone_cluster(submit: SparkSubmit) -> None:
 
 def spark_conf(submit: SparkSubmit, own: dict | None) -> dict:
     """The connection's Spark settings, then the operator's own `conf` over them. Unset,
-    the Python of a driver (or, local master, executors) on this host is this task's."""
+    the Python of a driver (or, local master, executors) on this host is this task's, and
+    Spark logs warnings and errors only (`spark.log.level`: its INFO lines, some 450 per
+    run, buried the job's own; set it to INFO to see them)."""
     conf = {**submit.conf, **(own or {})}
+    conf.setdefault("spark.log.level", "WARN")
     if submit.driver_here:
         conf.setdefault("spark.pyspark.driver.python", sys.executable)
     if submit.master.startswith("local"):

@@ -180,11 +180,14 @@ def test_the_executors_python_comes_from_the_spark_settings_never_from_the_host(
     cluster = SparkSubmit("spark://10.0.0.5:7077", "client", {"spark.pyspark.python": "/opt/venv/bin/python"})
     assert spark_conf(cluster, {"spark.executor.memory": "2g"}) == {
         "spark.pyspark.python": "/opt/venv/bin/python", "spark.executor.memory": "2g",
-        "spark.pyspark.driver.python": sys.executable}  # the driver runs here, in client mode
-    yarn = SparkSubmit("yarn", "cluster", {})
-    assert spark_conf(yarn, {"spark.pyspark.python": "./env/bin/python"}) == {"spark.pyspark.python": "./env/bin/python"}
+        "spark.pyspark.driver.python": sys.executable,  # the driver runs here, in client mode
+        "spark.log.level": "WARN"}
+    yarn = SparkSubmit("yarn", "cluster", {"spark.log.level": "INFO"})
+    assert spark_conf(yarn, {"spark.pyspark.python": "./env/bin/python"}) == {
+        "spark.pyspark.python": "./env/bin/python", "spark.log.level": "INFO"}
     local = SparkSubmit("local[*]", "client", {})
-    assert spark_conf(local, None) == {"spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable}
+    assert spark_conf(local, None) == {"spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable,
+                                       "spark.log.level": "WARN"}
 
     monkeypatch.setenv("PYSPARK_PYTHON", "/home/airflow/.venv/bin/python")
     monkeypatch.setenv("SOME_URL", "postgresql://u:s3cret-pw@db/x")

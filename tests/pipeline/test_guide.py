@@ -83,6 +83,12 @@ def test_the_guides_pipeline_loads_hours_replaces_one_and_rolls_back_a_bad_one(t
         assert (metrics["input_lines"], metrics["rejected_by_reason"], metrics["header_lines"]) == (
             42 + 10 * i, {"bad_ts": 1}, 1)
         loaded[hour] = lid
+    # The prepare's log is the job's own lines: Spark's INFO lines are left out (but the
+    # three that name its version, before the level is set).
+    prepare = done.task_log("prepare")
+    assert "twophase.prepare: prepare finished in" in prepare and "twophase.readers: read 62 lines" in prepare
+    assert " INFO DAGScheduler: " not in prepare and " INFO Executor: " not in prepare
+    assert len(prepare.splitlines()) < 80, prepare
 
     # Replace: the second hour's new input swaps its rows in all three targets at once.
     expected = write_hour(data, hours[1], 25, seed=99, bad=0)
