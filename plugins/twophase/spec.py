@@ -58,6 +58,9 @@ class LoadSpec:
     # it cannot prepare; both fixed at begin ('' = every participant prepares).
     last_resource: str = ""
     last_resource_why: str = ""
+    # The Airflow DAG whose runs load the pipeline (None outside Airflow): one per pipeline
+    # (coordinator.begin), whose read permission the Transactions pages ask.
+    dag_id: str | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "targets", tuple(self.targets))
@@ -98,7 +101,8 @@ class LoadSpec:
         return {"targets": [target_to_json(t) for t in self.targets], "replaces": list(self.replaces),
                 **({"source": source_to_json(self.source)} if self.source is not None else {}),
                 **({"last_resource": {"participant": self.last_resource, "why": self.last_resource_why}}
-                   if self.last_resource else {})}
+                   if self.last_resource else {}),
+                **({"dag_id": self.dag_id} if self.dag_id is not None else {})}
 
     @classmethod
     def from_log(cls, row: dict) -> "LoadSpec":
@@ -118,4 +122,5 @@ class LoadSpec:
             source_range=row.get("source_range"),
             last_resource=stored.get("last_resource", {}).get("participant", ""),
             last_resource_why=stored.get("last_resource", {}).get("why", ""),
+            dag_id=stored.get("dag_id"),
         )

@@ -45,7 +45,8 @@ class LoadConfig:
       last committed load, and such loads are exactly once per source, not per data
       interval (a run of an interval already loaded reads what is new); IntervalFolder
       reads the folder of the run's data interval, once per interval;
-    - pipeline: the name in the transaction log and in load ids (default: the DAG id);
+    - pipeline: the name in the transaction log and in load ids (default: the DAG id); one
+      DAG's: a load of it from another DAG is refused at begin (PipelineOfAnotherDag);
     - log_conn_id: the Postgres connection of the transaction log (schema `twophase`);
       tables on it commit in the log's database, tables on other connections in theirs;
     - spark_conn_id: the Spark connection prepare submits to;

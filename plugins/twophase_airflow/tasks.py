@@ -109,7 +109,7 @@ def _begin(cfg: LoadConfig, pipeline: str, context) -> bool:
     mode = params.get("mode", "append")
     try:
         spec = LoadSpec(
-            load_id=lid, pipeline=pipeline, run_id=context["run_id"],
+            load_id=lid, pipeline=pipeline, run_id=context["run_id"], dag_id=context["dag"].dag_id,
             targets=tuple(t.core(mode, (interval.start, interval.end), cfg.core_connection(t)) for t in cfg.targets),
             # A load of a source that continues its loads is exactly once per source, not per
             # data interval (ADR 0010); an interval's folder keeps loads once per interval.

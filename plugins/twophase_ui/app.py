@@ -102,7 +102,7 @@ Recent = Query(RECENT, ge=1, le=queries.MAX_LIMIT)
 
 def _summary(summary: queries.LoadSummary) -> dict:
     """The keys of `python -m twophase status --json`, plus the DAG run's URL in the UI."""
-    return {**summary.to_json(), "dag_run_url": dag_run_url(summary.pipeline, summary.run_id)}
+    return {**summary.to_json(), "dag_run_url": dag_run_url(summary.dag_id or summary.pipeline, summary.run_id)}
 
 
 def _pipelines(request: Request, dsn: str) -> tuple[list[str], bool]:
@@ -117,7 +117,7 @@ def _loads(request: Request, dsn: str, pipeline: str | None, state: str | None, 
     """The newest loads the user may read: of one pipeline, or of all those they may read
     (`readable_pipelines`, _pipelines' answer, when the caller has it already)."""
     if pipeline:
-        require_dag(request, pipeline)
+        require_dag(request, _read(queries.dag_of, dsn, pipeline))
         return _read(queries.list_loads, dsn, pipeline, state, limit)
     allowed, every = readable_pipelines or _pipelines(request, dsn)
     return _read(queries.list_loads, dsn, None, state, limit, None if every else allowed)
@@ -125,7 +125,7 @@ def _loads(request: Request, dsn: str, pipeline: str | None, state: str | None, 
 
 def _detail(request: Request, load_id: str) -> queries.LoadDetail:
     detail = _read(queries.load_detail, _dsn(), load_id)
-    require_dag(request, detail.load.pipeline)
+    require_dag(request, detail.load.dag_id or detail.load.pipeline)
     return detail
 
 
@@ -152,11 +152,12 @@ def load(request: Request, load_id: str):
 
 @app.get("/pipelines/{pipeline}", response_class=HTMLResponse, name="pipeline")
 def pipeline(request: Request, pipeline: str, limit: int = Recent):
-    require_dag(request, pipeline)
     dsn = _dsn()
+    dag_id = _read(queries.dag_of, dsn, pipeline)
+    require_dag(request, dag_id)
     data = _read(queries.pipeline_loads, dsn, pipeline, limit)
     list_url = f"{_url(request, 'transactions')}?{urlencode({'pipeline': pipeline})}"
-    return render_pipeline.pipeline_page(pipeline, data, source_lag.lags(dsn, data.sources), list_url=list_url,
+    return render_pipeline.pipeline_page(pipeline, dag_id, data, source_lag.lags(dsn, data.sources), list_url=list_url,
                                          load_url=lambda load_id: _url(request, "load", load_id=load_id))
 
 
@@ -170,6 +171,6 @@ def api_loads(request: Request, pipeline: str | None = None, state: str | None =
 def api_load(request: Request, load_id: str) -> dict:
     detail = _detail(request, load_id)
     load = detail.load
-    return {**asdict(load), "state": load.state.value, "dag_run_url": dag_run_url(load.pipeline, load.run_id),
+    return {**asdict(load), "state": load.state.value, "dag_run_url": dag_run_url(load.dag_id or load.pipeline, load.run_id),
             "votes": {name: v.to_json() for name, v in detail.votes.items()},
             "history": [asdict(t) for t in detail.history]}

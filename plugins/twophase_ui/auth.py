@@ -8,9 +8,11 @@ auth manager validate it (`get_user_from_token`: signature with the configured
 allowed to read DAG runs, since a load is one. Missing, invalid or expired: 401;
 authenticated but not allowed: 403.
 
-A load is a run of its pipeline's DAG (the pipeline is the dag_id): a user sees the loads
-of the DAGs whose runs the auth manager lets them read (`may_read`, `readable`), and
-nothing of the others, neither on the list nor on a load's or a pipeline's page.
+A load is a run of its pipeline's DAG (one per pipeline: the DAG that began its loads,
+logged with each; the pipeline's name for loads logged before, or outside Airflow): a user
+sees the loads of the DAGs whose runs the auth manager lets them read (`may_read`,
+`readable`), and nothing of the others, neither on the list nor on a load's or a
+pipeline's page.
 """
 
 from __future__ import annotations
@@ -76,9 +78,10 @@ def may_read(user: "BaseUser", dag_id: str) -> bool:
                                             details=DagDetails(id=dag_id), user=user)
 
 
-def readable(user: "BaseUser", dag_ids: list[str]) -> list[str]:
-    """The DAGs among `dag_ids` whose runs the user may read, in their order."""
-    return [dag_id for dag_id in dag_ids if may_read(user, dag_id)]
+def readable(user: "BaseUser", dags: dict[str, str]) -> list[str]:
+    """The pipelines among `dags` ({pipeline: the DAG that loads it}) whose DAG's runs the
+    user may read, in their order."""
+    return [pipeline for pipeline, dag_id in dags.items() if may_read(user, dag_id)]
 
 
 def require_dag(request: Request, dag_id: str) -> None:

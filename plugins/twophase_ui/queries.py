@@ -18,25 +18,31 @@ import psycopg2.extras
 from twophase.gates.quarantine import Kept
 from twophase.log import Load, PostgresLog, Transition, UnknownLoad
 from twophase.ops.report import LoadSummary, seconds, summaries
-from twophase.protocol.states import TERMINAL
 from twophase.protocol.votes import Vote
 
 __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "LoadDetail", "LoadSummary", "PipelineLoads", "Rejected", "list_loads",
-           "load_detail", "pipeline_loads", "pipelines", "seconds"]
+           "dag_of", "load_detail", "pipeline_loads", "pipelines", "seconds"]
 
 DEFAULT_LIMIT = 200
 MAX_LIMIT = 2000
 
+# The DAG of a pipeline: the one that began its newest load (coordinator.begin keeps it one
+# per pipeline); the pipeline's name for loads begun before the log kept it, or outside Airflow.
+_DAG_OF = """
+    coalesce((select l.participants ->> 'dag_id' from twophase.loads l where l.pipeline = {pipeline}
+              order by l.began_at desc, l.load_id limit 1), {pipeline})
+"""
+
 # Each distinct pipeline by a walk down the index on (pipeline, ...): a step per pipeline,
-# however many loads each has.
-_PIPELINES = """
+# however many loads each has; and its DAG (loads_pipeline_recent: one index probe).
+_PIPELINES = f"""
     with recursive p as (
         (select pipeline from twophase.loads order by pipeline limit 1)
         union all
         select (select l.pipeline from twophase.loads l where l.pipeline > p.pipeline order by l.pipeline limit 1)
         from p where p.pipeline is not null
     )
-    select pipeline from p where pipeline is not null
+    select pipeline, {_DAG_OF.format(pipeline="p.pipeline")} as dag_id from p where pipeline is not null
 """
 
 
@@ -57,14 +63,6 @@ _REJECTED = """
             from (select id, source, detail, left(content, 500) as content from twophase.quarantine q
                   where q.load_id = %(load_id)s and q.reason = r.reason order by id limit %(examples)s) f) as first
     from r where r.reason is not null
-"""
-
-# The pipeline's loads not finished (the partial index loads_open), oldest first.
-_OPEN = f"""
-    select load_id, run_id, state, reason, began_at, decided_at, approval, driver, driver_until, now() as now
-    from twophase.loads
-    where state not in ({", ".join(f"'{s.value}'" for s in sorted(TERMINAL))}) and pipeline = %(pipeline)s
-    order by began_at
 """
 
 # What a page of loads' summaries leave out: their rejected lines and sources.
@@ -99,31 +97,16 @@ class LoadDetail:
 
 
 @dataclass(frozen=True)
-class OpenLoad:
-    """A load of the pipeline not finished: its state and what it waits for."""
-
-    load_id: str
-    run_id: str
-    state: str
-    reason: str | None
-    began_at: datetime
-    decided_at: datetime | None
-    approval: dict | None
-    driver: str | None
-    driver_until: datetime | None
-    now: datetime
-
-
-@dataclass(frozen=True)
 class PipelineLoads:
-    """A pipeline's newest loads (newest first), their rejected lines and sources, and
-    its loads not finished."""
+    """A pipeline's newest loads (newest first), their rejected lines and sources, its
+    loads not finished (oldest first), and the log server's time when they were read."""
 
     recent: list[LoadSummary]
     input_lines: dict[str, float | None]
     rejected_lines: dict[str, float | None]
     sources: list[str]
-    unfinished: list[OpenLoad]
+    unfinished: list[Load]
+    now: datetime
 
 
 def _connect(dsn: str):
@@ -144,15 +127,28 @@ def list_loads(dsn: str, pipeline: str | None = None, state: str | None = None,
     return summaries(dsn, limit, pipeline=pipeline, state=state, pipelines=among)
 
 
-def pipelines(dsn: str) -> list[str]:
-    """Every pipeline in the log, for the filter."""
+def pipelines(dsn: str) -> dict[str, str]:
+    """Every pipeline in the log (for the filter), with the DAG that loads it."""
     conn = _connect(dsn)
     try:
         with conn.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
             if not _log_exists(cur):
-                return []
+                return {}
             cur.execute(_PIPELINES)
-            return [r["pipeline"] for r in cur.fetchall()]
+            return {r["pipeline"]: r["dag_id"] for r in cur.fetchall()}
+    finally:
+        conn.close()
+
+
+def dag_of(dsn: str, pipeline: str) -> str:
+    """The DAG that loads `pipeline` (its name, when the log knows no DAG of it)."""
+    conn = _connect(dsn)
+    try:
+        with conn.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
+            if not _log_exists(cur):
+                return pipeline
+            cur.execute(f"select {_DAG_OF.format(pipeline='%(pipeline)s')} as dag_id", {"pipeline": pipeline})
+            return cur.fetchone()["dag_id"]
     finally:
         conn.close()
 
@@ -182,17 +178,18 @@ def pipeline_loads(dsn: str, pipeline: str, limit: int) -> PipelineLoads:
     conn = _connect(dsn)
     try:
         with conn.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
+            cur.execute("select now() as now")
+            now = cur.fetchone()["now"]
             if not _log_exists(cur):
-                return PipelineLoads([], {}, {}, [], [])
+                return PipelineLoads([], {}, {}, [], [], now)
             cur.execute(_EXTRA, {"load_ids": [r.load_id for r in recent]})
             extra = {r["load_id"]: r for r in cur.fetchall()}
-            cur.execute(_OPEN, {"pipeline": pipeline})
-            unfinished = [OpenLoad(**r) for r in cur.fetchall()]
     finally:
         conn.close()
+    unfinished = PostgresLog(dsn).unresolved(pipeline)
     number = lambda v: None if v is None else float(v)  # noqa: E731
     return PipelineLoads(recent, {k: number(r["input_lines"]) for k, r in extra.items()},
                          {k: number(r["rejected_lines"]) for k, r in extra.items()},
                          list(dict.fromkeys(extra[r.load_id]["source"] for r in recent
                                             if r.load_id in extra and extra[r.load_id]["source"])),
-                         unfinished)
+                         unfinished, now)

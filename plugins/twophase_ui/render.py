@@ -118,8 +118,8 @@ def message_page(title: str, message: str, link: tuple[str, str] | None = None) 
     return page(title, f"<h1>{e(title)}</h1><p>{e(message)}</p>{extra}")
 
 
-def run_link(pipeline: str, run_id: str) -> str:
-    return f'<a data-airflow-ui href="{e(dag_run_url(pipeline, run_id))}">{e(run_id)}</a>'
+def run_link(dag_id: str, run_id: str) -> str:
+    return f'<a data-airflow-ui href="{e(dag_run_url(dag_id, run_id))}">{e(run_id)}</a>'
 
 
 # A state's glyph: with its name beside it (or in a chart's title and table), a state is
@@ -208,7 +208,7 @@ def list_page(rows: list[LoadSummary], *, detail_url: Callable[[str], str], pipe
         f'<tr title="{e(_phases(r))}">'
         f'<td class="began">{e(when(r.began_at))}</td>'
         f'<td class="id"><a href="{e(detail_url(r.load_id))}">{e(r.load_id)}</a>'
-        f'<span class="run">run {run_link(r.pipeline, r.run_id)}</span></td>'
+        f'<span class="run">run {run_link(r.dag_id or r.pipeline, r.run_id)}</span></td>'
         + ("" if pipeline else f'<td><a href="{e(pipeline_url(r.pipeline))}">{e(r.pipeline)}</a></td>')
         + f"<td>{marked_state(r.state)}</td>"
         f"{counts_of(r)}"

@@ -244,7 +244,7 @@ def _facts(detail: LoadDetail, pipeline_url: str) -> str:
     summary = [
         ("Load", e(load.load_id)),
         ("Pipeline", f'<a href="{e(pipeline_url)}">{e(load.pipeline)}</a>'),
-        ("DAG run", run_link(load.pipeline, load.run_id)),
+        ("DAG run", run_link(load.dag_id or load.pipeline, load.run_id)),
         ("Decision", e(load.decision) or "-"),
         ("Reason", e(load.reason) or "-"),
         ("Commit", e(summarized.describe_last_resource())
@@ -311,7 +311,7 @@ def load_page(detail: LoadDetail, *, list_url: str, pipeline_url: str) -> str:
             + f"<span>took <strong>{seconds_text(seconds(load.began_at, end))}</strong>{so_far}</span>"
             + f"<span>exposed <strong>{'-' if exposed is None else seconds_text(exposed)}</strong>"
             + f"{so_far if exposed is not None else ''}</span>"
-            + f"<span>run {run_link(load.pipeline, load.run_id)}</span></div>"
+            + f"<span>run {run_link(load.dag_id or load.pipeline, load.run_id)}</span></div>"
             + (f'<p class="reason">{e(load.reason)}</p>' if load.reason else "")
             + (f'<p class="reason">{e(approval.describe(load.approval))}: answer it in Airflow, on the run\'s '
                "required action</p>" if load.approval and "decision" not in load.approval and not load.decided_at

@@ -9,17 +9,17 @@ each load's state as a glyph under its column) and the same figures as a table.
 from __future__ import annotations
 
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime
 from typing import Callable
 
-from twophase.gates import approval
-from twophase.ops.recovery import DEFAULT_DEADLINE, DEFAULT_STUCK_AFTER
+from twophase.log import Load
+from twophase.ops.recovery import outlook
 from twophase.protocol.states import State
 
 from . import charts
 from .charts import seconds_text
 from .links import dag_url
-from .queries import LoadSummary, OpenLoad, PipelineLoads, seconds
+from .queries import LoadSummary, PipelineLoads, seconds
 from .render import IN_FLIGHT, breakable, count, duration, e, marked_state, marker, page, when
 
 PHASES = ("prepare", "vote", "phase 2")
@@ -31,37 +31,18 @@ def recover_command(pipeline: str) -> str:
     return f"python -m twophase_airflow recover --pipeline {pipeline}"
 
 
-def _waits_for(load: OpenLoad) -> tuple[str, bool]:
-    """What the load waits for, and whether recovery would act on it now."""
-    age = load.now - load.began_at
-    if load.state in (State.COMMITTING.value, State.ABORTING.value):
-        phase = "commit" if load.state == State.COMMITTING.value else "rollback"
-        if load.driver and load.driver_until and load.driver_until > load.now:
-            return f"its {phase} runs now ({load.driver}, lease until {when(load.driver_until)})", False
-        since = load.now - (load.decided_at or load.began_at)
-        stuck = " — stuck: recovery reports it failed" if since > DEFAULT_STUCK_AFTER else ""
-        return f"decided {seconds_text(since.total_seconds())} ago, nobody drives its {phase}: recovery re-drives " \
-               f"it{stuck}", True
-    if load.approval and "decision" not in load.approval:
-        return f"{approval.describe(load.approval)}: answer it in Airflow (the run's required action)", False
-    since = approval.deadline_counts_from(load.began_at, load.approval)
-    left = DEFAULT_DEADLINE - (load.now - since)
-    if left > timedelta(0):
-        return (f"in flight for {seconds_text(age.total_seconds())}: its prepare or vote may still run; recovery "
-                f"presumes abort in {seconds_text(left.total_seconds())}"), False
-    return f"in doubt for {seconds_text(age.total_seconds())}: no decision; recovery presumes abort", True
-
-
-def unfinished_section(pipeline: str, unfinished: list[OpenLoad], load_url: Callable[[str], str]) -> str:
+def unfinished_section(pipeline: str, unfinished: list[Load], now: datetime, load_url: Callable[[str], str]) -> str:
+    """The loads not finished, each with what it waits for and whether recovery acts on it
+    now (recovery.outlook: the rules recovery acts on)."""
     if not unfinished:
         return '<p class="muted">None: every load of the pipeline has finished.</p>'
     rows, resolvable = [], 0
     for load in unfinished:
-        waits, acts = _waits_for(load)
-        resolvable += acts
+        seen = outlook(load, now)
+        resolvable += seen.acts
         rows.append(f'<tr><td class="id"><a href="{e(load_url(load.load_id))}">{e(load.load_id)}</a></td>'
-                    f"<td>{marked_state(load.state)}</td><td class=\"ts\">{e(when(load.began_at))}</td>"
-                    f"<td>{e(waits)}</td></tr>")
+                    f"<td>{marked_state(load.state.value)}</td><td class=\"ts\">{e(when(load.began_at))}</td>"
+                    f"<td>{e(seen.says)}</td></tr>")
     command = (f'<p>{resolvable} of them recovery resolves now (the twophase_recovery DAG does every 10 minutes); '
                f'where Airflow runs:</p><pre class="command">{e(recover_command(pipeline))}</pre>'
                if resolvable else
@@ -141,7 +122,7 @@ def _table(data: PipelineLoads, targets: list[str], load_url) -> str:
     return f"<details><summary>The same figures as a table</summary><table>{head}{rows}</table></details>"
 
 
-def pipeline_page(pipeline: str, data: PipelineLoads, lags: dict[str, int | str], *, list_url: str,
+def pipeline_page(pipeline: str, dag_id: str, data: PipelineLoads, lags: dict[str, int | str], *, list_url: str,
                   load_url: Callable[[str], str]) -> str:
     states = Counter(r.state for r in data.recent)
     took = [seconds(r.began_at, r.finished_at) for r in data.recent if r.state == State.COMMITTED.value]
@@ -153,9 +134,9 @@ def pipeline_page(pipeline: str, data: PipelineLoads, lags: dict[str, int | str]
             + f"<span>of the newest {len(data.recent)}</span></div>")
     body = (
         f'<nav class="crumbs"><a href="{e(list_url)}">← Transactions of {e(pipeline)}</a>'
-        f'<a data-airflow-ui href="{e(dag_url(pipeline))}">The DAG in Airflow</a></nav>'
+        f'<a data-airflow-ui href="{e(dag_url(dag_id))}">The DAG in Airflow</a></nav>'
         f"<h1>Pipeline {e(pipeline)}</h1>" + (lede if data.recent else "")
-        + f"<h2>Not finished</h2>{unfinished_section(pipeline, data.unfinished, load_url)}"
+        + f"<h2>Not finished</h2>{unfinished_section(pipeline, data.unfinished, data.now, load_url)}"
         + f"<h2>Lag behind the source</h2>{lag_section(lags)}"
         + "<h2>Newest loads</h2>"
         + (charts_section(data, load_url) if data.recent else '<p class="muted">No loads of this pipeline.</p>')

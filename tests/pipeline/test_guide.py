@@ -75,7 +75,7 @@ def test_the_guides_pipeline_loads_hours_replaces_one_and_rolls_back_a_bad_one(t
         done = run(project, data, hour)
         assert done.state == "success", done.output[-4000:]
         lid = load_id_for(DAG_ID, done.run_id)
-        assert log.get(lid).state == State.COMMITTED
+        assert (log.get(lid).state, log.get(lid).dag_id) == (State.COMMITTED, DAG_ID)
         assert table_rows(reporting_dsn, hour) == {url: (*n, lid) for url, n in expected.items()}
         assert topic_values(kafka_bootstrap, lid) == expected
         assert count_iceberg_rows(ICEBERG, lid) == len(expected)

@@ -4,6 +4,7 @@ screen a person reads. Rendered from the dict the command builds, so both say th
 from __future__ import annotations
 
 from twophase.ops import show
+from twophase.protocol.states import State
 
 LOAD = "orders_daily_totals.manual__2026-11-23T02-51-50.ae12d71747"
 SHOWN = {
@@ -81,3 +82,20 @@ def test_a_load_that_only_began_shows_what_it_has_and_dashes_for_the_rest():
     assert "input     as the job found it" in lines
     assert "timings   prepare - · vote - · phase 2 - · exposure -" in lines
     assert "audit     not audited" in lines and "votes" not in lines and "history" not in lines
+
+
+def test_a_load_not_finished_says_what_recovery_would_do_with_it():
+    """facts adds recovery.outlook for a load not in a terminal state; render shows it."""
+    from twophase.log import MemoryLog
+    from twophase.protocol import coordinator
+    from test_coordinator import make_spec
+
+    log, spec = MemoryLog(), make_spec("run-waits")
+    coordinator.begin(log, spec)
+    shown = show.facts(log, log.get(spec.load_id), conns=None)
+    assert shown["recovery"]["acts_now"] is False
+    assert any(line.startswith("waits for in flight for 0 min: its prepare or vote may still run; recovery presumes "
+                               "abort in 120 min") for line in show.render(shown).splitlines())
+    log.transition(spec.load_id, State.ABORTING, reason="test")
+    log.transition(spec.load_id, State.ABORTED)
+    assert "recovery" not in show.facts(log, log.get(spec.load_id), conns=None)

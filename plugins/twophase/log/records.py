@@ -43,6 +43,11 @@ class Load:
     source_range: dict | None = None  # what it reads of the source, fixed at begin (sources.Range as JSON)
 
     @property
+    def dag_id(self) -> str | None:
+        """The Airflow DAG that began the load (LoadSpec.dag_id; None: not begun by one)."""
+        return self.participants.get("dag_id")
+
+    @property
     def attempt(self) -> int:
         """The prepare attempt whose staging the load's vote, commit and rollback act on."""
         return max(1, self.prepare_attempt)

@@ -35,9 +35,9 @@ from typing import Callable
 from ..connections import Connections
 from ..errors import MissingPrivilege, root_cause
 from ..gates import approval, quarantine
-from ..log import DriverBusy, StateConflict, TransactionLog
-from ..protocol import coordinator
-from ..protocol.states import IllegalTransition, State
+from ..log import DriverBusy, Load, StateConflict, TransactionLog
+from ..protocol import coordinator, lease
+from ..protocol.states import PHASE_2, IllegalTransition, State
 
 DEFAULT_DEADLINE = timedelta(hours=2)
 DEFAULT_STUCK_AFTER = timedelta(hours=1)
@@ -54,6 +54,55 @@ class Action:
 
     def describe(self) -> str:
         return f"{self.load_id}: {self.action}" + (f" ({self.detail})" if self.detail else "")
+
+
+@dataclass(frozen=True)
+class Outlook:
+    """What recovery would do with an unfinished load at a given instant, nothing done:
+    whether its next run acts on the load (`acts`), and what the load waits for, for people
+    (the pipeline's page)."""
+
+    acts: bool
+    says: str
+
+
+def outlook(load: Load, now: datetime, deadline: timedelta = DEFAULT_DEADLINE,
+            stuck_after: timedelta = DEFAULT_STUCK_AFTER) -> Outlook:
+    """What recovery would do with the unfinished `load` at `now`, by the rules it acts on
+    (the module doc): a decided load is re-driven unless a live driver holds its lease; an
+    undecided one is presumed aborted once presumed_abort_at has passed. (An approval whose
+    asking run has ended is rejected at once: that needs Airflow, which this does not ask.)"""
+    if load.state in PHASE_2:
+        phase = "commit" if load.state == State.COMMITTING else "rollback"
+        if driven(load, now):
+            return Outlook(False, f"its {phase} runs now ({load.driver}, lease until {load.driver_until:%H:%M:%S})")
+        failed = " — stuck: recovery reports it failed" if stuck(load, now, stuck_after) else ""
+        return Outlook(True, f"decided {_minutes(now - (load.decided_at or load.began_at))} ago, nobody drives its "
+                             f"{phase}: recovery re-drives it{failed}")
+    abort_at = presumed_abort_at(load, deadline)
+    if now >= abort_at:
+        return Outlook(True, f"in doubt for {_minutes(now - load.began_at)}: no decision; recovery presumes abort")
+    if load.approval and "decision" not in load.approval:
+        return Outlook(False, f"{approval.describe(load.approval)}: answer it in Airflow (the run's required action)")
+    return Outlook(False, f"in flight for {_minutes(now - load.began_at)}: its prepare or vote may still run; "
+                          f"recovery presumes abort in {_minutes(abort_at - now)}")
+
+
+def presumed_abort_at(load: Load, deadline: timedelta = DEFAULT_DEADLINE) -> datetime:
+    """When recovery presumes an undecided load abandoned: `deadline` after it began, or,
+    when it asked a person's approval, after the answer or the end of the wait for one."""
+    return approval.deadline_counts_from(load.began_at, load.approval) + deadline
+
+
+def driven(load: Load, now: datetime) -> bool:
+    """A live driver holds the decided load's lease: its commit or rollback runs now."""
+    return (load.driver is not None and load.driver_until is not None and load.driver_until > now
+            and not lease.gone(load.driver))
+
+
+def stuck(load: Load, now: datetime, stuck_after: timedelta = DEFAULT_STUCK_AFTER) -> bool:
+    """Decided `stuck_after` ago or more and not finished: recovery reports it failed."""
+    return load.decided_at is not None and now - load.decided_at >= stuck_after
 
 
 def recover(log: TransactionLog, conns: Connections, deadline: timedelta = DEFAULT_DEADLINE,
@@ -87,10 +136,9 @@ def _resolve(log, conns, load, deadline, now, run_state=None) -> Action:
             outcomes = coordinator.rollback(log, conns, lid)
             return Action(lid, "rejected, rolled back", f"{approval.describe(answered.approval)}; {_describe(outcomes)}")
         if load.state in (State.PREPARING, State.PREPARED):
-            since = approval.deadline_counts_from(load.began_at, load.approval)
             after = "its approval's answer or timeout" if load.approval else "the load began"
-            if now - since < deadline:
-                waits = approval.describe(load.approval) if load.approval else f"began {_minutes(now - since)} ago"
+            if now < presumed_abort_at(load, deadline):
+                waits = approval.describe(load.approval) if load.approval else f"began {_minutes(now - load.began_at)} ago"
                 return Action(lid, "waiting", f"{load.state}, {waits}; presumed abort {_minutes(deadline)} after {after}")
             try:
                 outcomes = coordinator.rollback(log, conns, lid, reason=(
@@ -132,7 +180,7 @@ def _asking_run_ended(load, run_state) -> bool:
 
 def _stuck(action: Action, load, now: datetime, stuck_after: timedelta) -> Action:
     """A decided load that still cannot finish `stuck_after` its decision: failed."""
-    if action.action != "retry later" or load.decided_at is None or now - load.decided_at < stuck_after:
+    if action.action != "retry later" or not stuck(load, now, stuck_after):
         return action
     way_out = (f"; once nothing of it is visible, `python -m twophase abandon {load.load_id} --reason ...` ends "
                "it and frees its data interval" if load.state == State.ABORTING else

@@ -35,7 +35,7 @@ _PAGE = """
             from twophase.votes v where v.load_id = l.load_id) as votes
     from (select load_id, pipeline, run_id, state, decision, reason, data_interval_start, data_interval_end,
                  expected, began_at, prepared_at, decided_at, finished_at, exposed_at,
-                 participants -> 'last_resource' as last_resource
+                 participants -> 'last_resource' as last_resource, participants ->> 'dag_id' as dag_id
           from twophase.loads
           where (%(pipeline)s::text is null or pipeline = %(pipeline)s)
             and (%(pipelines)s::text[] is null or pipeline = any(%(pipelines)s::text[]))
@@ -87,6 +87,7 @@ class LoadSummary:
     votes: dict[str, VoteSummary] = field(default_factory=dict)  # by participant, sorted by name
     exposed_at: datetime | None = None  # the vote began making participants ready (None: never got there)
     last_resource: dict | None = None  # {participant, why}: it commits last (docs/adr/0011); None: all prepare
+    dag_id: str | None = None  # the Airflow DAG that began it (LoadSpec.dag_id); None: not begun by one
 
     def describe_last_resource(self) -> str:
         """'' when every participant prepares."""
@@ -137,6 +138,7 @@ class LoadSummary:
             "began_at": iso(self.began_at),
             "prepare_s": self.prepare_s, "vote_s": self.vote_s, "phase2_s": self.phase2_s,
             "exposed_at": iso(self.exposed_at), "exposure_s": self.exposure_s, "last_resource": self.last_resource,
+            "dag_id": self.dag_id,
         }
 
 
@@ -157,6 +159,7 @@ def summarize(row: dict, votes: Iterable[Vote]) -> LoadSummary:
         last_resource=row["last_resource"] if "last_resource" in row else (row.get("participants") or {}).get(
             "last_resource"),
         votes={v.participant: _vote(v) for v in sorted(votes, key=lambda v: v.participant)},
+        dag_id=row["dag_id"] if "dag_id" in row else (row.get("participants") or {}).get("dag_id"),
     )
 
 

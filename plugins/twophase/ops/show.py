@@ -8,14 +8,16 @@ dict for both, so the text and the JSON never disagree."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 
 from ..audit.report import audit_summary
 from ..errors import root_cause
 from ..gates import approval
 from ..protocol import sourcing
+from ..protocol.states import TERMINAL
 from ..sources import Range
 from ..spec import last_resource_line
-from . import report
+from . import recovery, report
 
 
 def facts(log, load, conns) -> dict:
@@ -30,7 +32,16 @@ def facts(log, load, conns) -> dict:
         "votes": {name: v.to_json() for name, v in votes.items()},
         "history": [{"from": t.from_state, "to": t.to_state, "reason": t.reason, "at": t.at.isoformat()}
                     for t in log.history(load.load_id)],
+        **_recovery(load),
     }
+
+
+def _recovery(load) -> dict:
+    """What recovery would do with the load now (recovery.outlook), while it is not finished."""
+    if load.state in TERMINAL:
+        return {}
+    seen = recovery.outlook(load, datetime.now(timezone.utc))
+    return {"recovery": {"acts_now": seen.acts, "says": seen.says}}
 
 
 def _source(log, load, conns) -> dict:
@@ -79,6 +90,8 @@ def render(shown: dict) -> str:
         lines.append(_row("metrics", " · ".join(f"{k} {_value(v)}" for k, v in shown["metrics"].items())))
     lines.append(_row("audit", _audit(shown.get("audit"))))
     lines.append(_row("approval", approval.describe(shown["approval"]) if shown.get("approval") else "not asked"))
+    if shown.get("recovery"):
+        lines.append(_row("waits for", shown["recovery"]["says"]))
     if shown.get("votes"):
         lines.append("votes")
         width = max(map(len, shown["votes"]))

@@ -70,6 +70,11 @@ class TwoLastResources(Terminal):
     """More than one participant of the load cannot prepare: it cannot be atomic."""
 
 
+class PipelineOfAnotherDag(Terminal):
+    """The pipeline's loads are begun by another DAG: two DAGs of one pipeline would give
+    their runs the same load ids, and its pages would answer to the wrong DAG's readers."""
+
+
 class DecidedCommit(Terminal):
     """A rollback found that the load's last resource had committed: the decision is
     COMMIT (logged now), and the load's commit must be driven instead."""
@@ -115,12 +120,24 @@ def begin(log: TransactionLog, spec: LoadSpec, conns: Connections | None = None,
     TwoLastResources, nothing logged.
     """
     log.ensure_schema()
+    _check_dag(log, spec)
     if conns is not None:
         spec = _with_last_resource(spec, conns)
     load, _created = log.begin(spec, plan=lambda others: _plan(spec, others),
                                fix=lambda planned, others: sourcing.fix(planned, others, conns, empty,
                                                                         log.skips(spec.source.key)))
     return load
+
+
+def _check_dag(log: TransactionLog, spec: LoadSpec) -> None:
+    """One DAG per pipeline: PipelineOfAnotherDag when its newest load was begun by another."""
+    newest = log.recent(1, spec.pipeline)
+    other = newest[0].dag_id if newest else None
+    if spec.dag_id is not None and other is not None and other != spec.dag_id:
+        raise PipelineOfAnotherDag(
+            f"pipeline {spec.pipeline} is loaded by DAG {other}, not by {spec.dag_id}: two DAGs of one pipeline "
+            "would give their runs the same load ids. Give this DAG a pipeline of its own (LoadConfig(pipeline=...)"
+            ", or leave it unset: the DAG id). Nothing was logged.")
 
 
 def _with_last_resource(spec: LoadSpec, conns: Connections) -> LoadSpec:
