@@ -171,6 +171,7 @@ def api_loads(request: Request, pipeline: str | None = None, state: str | None =
 def api_load(request: Request, load_id: str) -> dict:
     detail = _detail(request, load_id)
     load = detail.load
-    return {**asdict(load), "state": load.state.value, "dag_run_url": dag_run_url(load.dag_id or load.pipeline, load.run_id),
+    return {**asdict(load), "state": load.state.value,
+            "dag_run_url": dag_run_url(load.dag_id or load.pipeline, load.run_id),
             "votes": {name: v.to_json() for name, v in detail.votes.items()},
             "history": [asdict(t) for t in detail.history]}

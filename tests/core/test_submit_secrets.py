@@ -186,8 +186,8 @@ def test_the_executors_python_comes_from_the_spark_settings_never_from_the_host(
     assert spark_conf(yarn, {"spark.pyspark.python": "./env/bin/python"}) == {
         "spark.pyspark.python": "./env/bin/python", "spark.log.level": "INFO"}
     local = SparkSubmit("local[*]", "client", {})
-    assert spark_conf(local, None) == {"spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable,
-                                       "spark.log.level": "WARN"}
+    assert spark_conf(local, None) == {"spark.pyspark.python": sys.executable,
+                                       "spark.pyspark.driver.python": sys.executable, "spark.log.level": "WARN"}
 
     monkeypatch.setenv("PYSPARK_PYTHON", "/home/airflow/.venv/bin/python")
     monkeypatch.setenv("SOME_URL", "postgresql://u:s3cret-pw@db/x")

@@ -138,7 +138,8 @@ def _resolve(log, conns, load, deadline, now, run_state=None) -> Action:
         if load.state in (State.PREPARING, State.PREPARED):
             after = "its approval's answer or timeout" if load.approval else "the load began"
             if now < presumed_abort_at(load, deadline):
-                waits = approval.describe(load.approval) if load.approval else f"began {_minutes(now - load.began_at)} ago"
+                waits = (approval.describe(load.approval) if load.approval
+                         else f"began {_minutes(now - load.began_at)} ago")
                 return Action(lid, "waiting", f"{load.state}, {waits}; presumed abort {_minutes(deadline)} after {after}")
             try:
                 outcomes = coordinator.rollback(log, conns, lid, reason=(

@@ -131,9 +131,11 @@ def begin(log: TransactionLog, spec: LoadSpec, conns: Connections | None = None,
 
 def _check_dag(log: TransactionLog, spec: LoadSpec) -> None:
     """One DAG per pipeline: PipelineOfAnotherDag when its newest load was begun by another."""
+    if spec.dag_id is None:
+        return
     newest = log.recent(1, spec.pipeline)
     other = newest[0].dag_id if newest else None
-    if spec.dag_id is not None and other is not None and other != spec.dag_id:
+    if other is not None and other != spec.dag_id:
         raise PipelineOfAnotherDag(
             f"pipeline {spec.pipeline} is loaded by DAG {other}, not by {spec.dag_id}: two DAGs of one pipeline "
             "would give their runs the same load ids. Give this DAG a pipeline of its own (LoadConfig(pipeline=...)"
