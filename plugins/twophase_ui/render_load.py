@@ -108,9 +108,11 @@ def _how(load, target: Target, vote, last: str | None) -> list[tuple[str, str]]:
                  "not yet" if undecided or load.state.value == "COMMITTING" else "none: rolled back")]
     if target.kind == "iceberg":
         files = detail.get("files") or []
+        snapshot = ((load.outcomes or {}).get(target.participant) or {}).get("did", {}).get("snapshot")
+        found = f"the table's snapshot whose summary has twophase.load_id = <code>{e(load.load_id)}</code>"
         return [("Staged files", f"{len(files):,} Parquet files in <code>{e(detail.get('directory', '-'))}</code>"),
-                ("Snapshot", (f"the table's snapshot whose summary has twophase.load_id = <code>{e(load.load_id)}"
-                              "</code> (the log keeps no snapshot id)") if committed else "none committed")]
+                ("Snapshot", "none committed" if not committed else
+                 f"<code>{e(snapshot)}</code>, {found}" if snapshot is not None else found)]
     return []
 
 

@@ -491,8 +491,10 @@ def _commit_all(log: TransactionLog, load: Load, parts: list[Participant], drive
             _violated(log, load_id, f"{committed} but {p.name} cannot commit: {outcome.reason}" if committed else
                       f"{p.name} cannot commit ({outcome.reason}), yet its abort says the load is committed there",
                       driver)
+    # Each commit's kind, time, rows readers see, and what it did (an Iceberg snapshot's id...).
     log.record_outcomes(load_id, {o.participant: {"kind": o.kind.value, "seconds": o.seconds,
-                                                  "count": sum(o.visible.values())} for o in outcomes})
+                                                  "count": sum(o.visible.values()), "did": o.counts}
+                                  for o in outcomes})
     log.transition(load_id, State.COMMITTED, expect=[State.COMMITTING], driver=driver)
     failpoints.hit("coordinator.committed_logged")
     for i, p in enumerate(parts):

@@ -9,8 +9,9 @@ from datetime import datetime
 
 import pytest
 
-from support import count_iceberg_rows, count_table_rows
+from support import count_iceberg_rows, count_table_rows, iceberg_table
 from twophase.log import PostgresLog
+from twophase.participants.iceberg.catalog import committed_by
 from twophase_ui.charts import TIMELINE_LABELS, TIMELINE_PLOT
 from ui_auth import bearer
 from ui_browser import LAPTOP, drawn
@@ -101,7 +102,9 @@ def test_a_card_per_target_says_what_reached_it_and_how(client, token, page_load
     assert facts[topic]["Staged offsets"] == ", ".join(f"[{p}] {a:,}..{b:,}" for p, (a, b) in copy["ranges"].items())
     files = votes[f"iceberg:{page_loads['lake']}"].committable["files"]
     assert facts[lake]["Staged files"].startswith(f"{len(files)} Parquet files in ")
-    assert "twophase.load_id = " + load_id in facts[lake]["Snapshot"]
+    [snapshot] = committed_by(iceberg_table(page_loads["lake"]), load_id)
+    assert facts[lake]["Snapshot"] == f"{snapshot.snapshot_id}, the table's snapshot whose summary has " \
+                                      f"twophase.load_id = {load_id}"
 
     rolled_back = {c.find_all("h3")[0].text(): c for c in parse(_page(client, token, page_loads["rolled_back"]))
                    .find_all("section", class_="card")}
