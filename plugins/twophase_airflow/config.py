@@ -156,6 +156,12 @@ class LoadConfig:
         return named
 
     @property
+    def input_wait(self):
+        """The source's WaitForInput when the pipeline waits for its input (an
+        IntervalFolder's `wait`), else None."""
+        return getattr(self.source, "wait", None)
+
+    @property
     def ddl(self) -> list[tuple[str, str]]:
         """(connection id, SQL) of every table that has SQL to run before each load
         (Table.setup_sql), in target order."""

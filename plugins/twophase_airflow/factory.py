@@ -173,7 +173,7 @@ def two_phase_load(config: LoadConfig, application: str, *, application_args: li
     begin_task, audit_task, vote_task, finish_task = begin(), audit(), vote(), finish()
     begin_task >> prepare >> audit_task >> approve >> vote_task >> [commit_task, rollback_task] >> finish_task
     waits = None
-    if getattr(config.source, "wait", None) is not None:
+    if config.input_wait is not None:
         # Begin's own trigger rule (all upstream succeeded): a wait that fails or skips
         # skips or fails begin and what follows; finish says why.
         waits = WaitForInputOperator(task_id=tasks.WAIT_TASK, load=config, pipeline=pipeline, retries=2,

@@ -84,7 +84,7 @@ class WaitForInputOperator(BaseOperator):
         self.load, self.pipeline = load, pipeline
 
     def execute(self, context) -> None:
-        wait, folder = self.load.source.wait, self._folder(context)
+        wait, folder = self.load.input_wait, self._folder(context)
         every = wait.every.total_seconds() if wait.every else seconds("TWOPHASE_INPUT_POLL_S", 60)
         deadline = datetime.now(timezone.utc) + wait.up_to
         try:
@@ -108,7 +108,7 @@ class WaitForInputOperator(BaseOperator):
         elif event.get("error"):
             self._give_up(context, f"the input cannot be read: {event.get('why')}")
         else:
-            self._give_up(context, self._late(folder, event.get("why") or "no reason given"), self.load.source.wait.then)
+            self._give_up(context, self._late(folder, event.get("why") or "no reason given"), self.load.input_wait.then)
 
     def _folder(self, context) -> str:
         """The run's folder; a run that cannot name it (an unknown trigger key, a bad `date`,
@@ -121,7 +121,7 @@ class WaitForInputOperator(BaseOperator):
             self._give_up(context, str(exc))
 
     def _late(self, folder: str, why: str) -> str:
-        return f"the input did not land within {_span(self.load.source.wait.up_to)}: {folder}: {why}"
+        return f"the input did not land within {_span(self.load.input_wait.up_to)}: {folder}: {why}"
 
     @staticmethod
     def _give_up(context, reason: str, then: str = "fail") -> NoReturn:

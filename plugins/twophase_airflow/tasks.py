@@ -349,7 +349,7 @@ def _show(txlog, load, conns) -> None:
 def _not_landed(cfg: LoadConfig, context) -> dict | None:
     """What the wait_for_input task said when the input did not land; None when the
     pipeline does not wait for its input, or its input landed."""
-    if getattr(cfg.source, "wait", None) is None:
+    if cfg.input_wait is None:
         return None
     return context["ti"].xcom_pull(task_ids=WAIT_TASK, key=NOT_LANDED)
 
