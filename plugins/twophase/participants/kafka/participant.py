@@ -31,6 +31,19 @@ def _quoted(column: str) -> str:
     return "`" + column.replace("`", "``") + "`"
 
 
+def expired(err: KafkaError, outlived: bool) -> bool:
+    """Whether an error of the commit copy means the broker aborted its transaction for
+    outliving its timeout, which is for good (the same copy would time out again): the
+    broker says so, or, once the transaction outlived its timeout (`outlived`), the producer
+    failed fatally (the broker's abort bumps the producer's epoch, so a produce request in
+    flight fails as fenced). A client-side _TIMED_OUT (retriable) leaves the outcome
+    unknown: retry, and the next attempt learns from the committed offsets whether the copy
+    went through."""
+    said = (not err.retriable() and err.code() != KafkaError._TIMED_OUT
+            and "timed out" in err.str().lower() and "transaction" in err.str().lower())
+    return said or (outlived and err.fatal())
+
+
 class KafkaParticipant(Participant):
     """The load's topics on one Kafka cluster: one copy transaction covers them all."""
 
@@ -219,7 +232,7 @@ class KafkaParticipant(Participant):
         copies = _copies(vote.committable, vote.count)
         timeout_s = self.transaction_timeout_ms / 1000
         topics = ", ".join(c["topic"] for c in copies)
-        in_transaction = False
+        in_transaction, began = False, None
         try:
             try:
                 producer.init_transactions(2 * request_timeout_s())  # fences and aborts a crashed earlier copy
@@ -246,7 +259,7 @@ class KafkaParticipant(Participant):
             if problem:
                 return Outcome(self.name, Kind.FAILED, problem)
             producer.begin_transaction()
-            in_transaction = True
+            in_transaction, began = True, time.monotonic()
             copied = _copy(producer, consumer, self.load_id, self.topics, copies, vote.count,
                            time.monotonic() + timeout_s * 0.9)
             wrong = [f"{c['topic']}: copy found {copied[c['staging_topic']][0]} records (checksum "
@@ -276,12 +289,8 @@ class KafkaParticipant(Participant):
                     producer.abort_transaction(2 * request_timeout_s())
                 except KafkaException:
                     pass
-            # The broker aborted the transaction because it outlived its timeout: for good.
-            # A client-side _TIMED_OUT (retriable) leaves the outcome unknown: retry, and the
-            # next attempt learns from the committed offsets whether the copy went through.
-            expired = (not err.retriable() and err.code() != KafkaError._TIMED_OUT
-                       and "timed out" in err.str().lower() and "transaction" in err.str().lower())
-            if expired:
+            outlived = began is not None and time.monotonic() - began >= timeout_s
+            if expired(err, outlived):
                 return Outcome(self.name, Kind.FAILED, self._timeout_advice(f"expired: {err.str()}"))
             down = kafka_unreachable(self.bootstrap, exc)
             return Outcome(self.name, Kind.RETRY_LATER,
