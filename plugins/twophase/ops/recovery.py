@@ -36,8 +36,9 @@ from ..connections import Connections
 from ..errors import MissingPrivilege, root_cause
 from ..gates import approval, quarantine
 from ..log import DriverBusy, Load, StateConflict, TransactionLog
-from ..protocol import coordinator, lease
+from ..protocol import coordinator
 from ..protocol.states import PHASE_2, IllegalTransition, State
+from .driverless import why_driverless
 
 DEFAULT_DEADLINE = timedelta(hours=2)
 DEFAULT_STUCK_AFTER = timedelta(hours=1)
@@ -69,12 +70,13 @@ class Outlook:
 def outlook(load: Load, now: datetime, deadline: timedelta = DEFAULT_DEADLINE,
             stuck_after: timedelta = DEFAULT_STUCK_AFTER) -> Outlook:
     """What recovery would do with the unfinished `load` at `now`, by the rules it acts on
-    (the module doc): a decided load is re-driven unless a live driver holds its lease; an
-    undecided one is presumed aborted once presumed_abort_at has passed. (An approval whose
-    asking run has ended is rejected at once: that needs Airflow, which this does not ask.)"""
+    (the module doc): a decided load is re-driven unless a live driver holds its lease (as
+    the recovery DAG's watcher tells it: driverless.why_driverless); an undecided one is
+    presumed aborted once presumed_abort_at has passed. (An approval whose asking run has
+    ended is rejected at once: that needs Airflow, which this does not ask.)"""
     if load.state in PHASE_2:
         phase = "commit" if load.state == State.COMMITTING else "rollback"
-        if driven(load, now):
+        if why_driverless(load, now, idle=timedelta(0)) is None:  # a live driver holds its lease
             return Outlook(False, f"its {phase} runs now ({load.driver}, lease until {load.driver_until:%H:%M:%S})")
         failed = " — stuck: recovery reports it failed" if stuck(load, now, stuck_after) else ""
         return Outlook(True, f"decided {_minutes(now - (load.decided_at or load.began_at))} ago, nobody drives its "
@@ -92,12 +94,6 @@ def presumed_abort_at(load: Load, deadline: timedelta = DEFAULT_DEADLINE) -> dat
     """When recovery presumes an undecided load abandoned: `deadline` after it began, or,
     when it asked a person's approval, after the answer or the end of the wait for one."""
     return approval.deadline_counts_from(load.began_at, load.approval) + deadline
-
-
-def driven(load: Load, now: datetime) -> bool:
-    """A live driver holds the decided load's lease: its commit or rollback runs now."""
-    return (load.driver is not None and load.driver_until is not None and load.driver_until > now
-            and not lease.gone(load.driver))
 
 
 def stuck(load: Load, now: datetime, stuck_after: timedelta = DEFAULT_STUCK_AFTER) -> bool:
