@@ -26,7 +26,6 @@ Medians go to stdout as a Markdown table.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from contextlib import contextmanager
@@ -114,18 +113,8 @@ def report(rows: int, figures: dict[str, list[dict[str, float]]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.last_resource", description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--shape", default="narrow", choices=("narrow", "wide"))
-    parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--driver-memory", default="4g")
-    args = parser.parse_args(argv)
-    conns = Connections.from_env()
-    log = PostgresLog(conns.pg_dsn)
-    log.ensure_schema()
-    spark = session.start(args.driver_memory)
-    scratch.sweep(conns.pg_dsn, conns.kafka_bootstrap)
+    args = session.load_options("python -m bench.last_resource", __doc__, argv)
+    conns, log, spark = session.on_stack(args.driver_memory)
     figures: dict[str, list[dict[str, float]]] = {way: [] for way in WAYS}
     try:
         data = Dataset.load(spark, args.shape, args.rows, args.partitions)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 
 from . import jars
@@ -27,3 +28,31 @@ def start(driver_memory: str):
     jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
         "org.apache.kafka", jvm.org.apache.logging.log4j.Level.ERROR)
     return spark
+
+
+def load_options(prog: str, doc: str, argv: list[str] | None) -> argparse.Namespace:
+    """The options of a bench of atomic loads on the stack (bench.last_resource,
+    bench.attach): --rows, --reps, --shape, --partitions, --driver-memory."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--shape", default="narrow", choices=("narrow", "wide"))
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--driver-memory", default="4g")
+    return parser.parse_args(argv)
+
+
+def on_stack(driver_memory: str):
+    """(connections, transaction log, Spark session) of a bench of atomic loads, on the
+    stack of the environment, after sweeping what an interrupted run left."""
+    from twophase.connections import Connections
+    from twophase.log import PostgresLog
+
+    from . import scratch
+
+    conns = Connections.from_env()
+    log = PostgresLog(conns.pg_dsn)
+    log.ensure_schema()
+    spark = start(driver_memory)
+    scratch.sweep(conns.pg_dsn, conns.kafka_bootstrap)
+    return conns, log, spark

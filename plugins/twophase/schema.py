@@ -86,16 +86,18 @@ def iceberg_types(schema: dict[str, str]) -> dict[str, str]:
     return {c: (f"decimal({m[1]}, {m[2]})" if (m := _DECIMAL.match(t)) else _PLAIN[t][1]) for c, t in schema.items()}
 
 
-def create_table_sql(table: str, schema: dict[str, str], key: tuple = ()) -> str:
+def create_table_sql(table: str, schema: dict[str, str], key: tuple = (), partition_by: str = "") -> str:
     """Idempotent SQL that makes `schema.table` with the schema's columns and `load_id`,
-    and a primary key on `key` when given (its columns not null)."""
+    and a primary key on `key` when given (its columns not null); partitioned by range on
+    column `partition_by` when given (a primary key must then include it)."""
     namespace = table.split(".")[0]
     columns = [f"{c} {postgres_type(t)}{' not null' if c in key else ''}" for c, t in schema.items()]
     columns.append("load_id text not null")
     if key:
         columns.append(f"primary key ({', '.join(key)})")
     return (f"create schema if not exists {namespace};\n"
-            f"create table if not exists {table} (\n    " + ",\n    ".join(columns) + "\n);")
+            f"create table if not exists {table} (\n    " + ",\n    ".join(columns) + "\n)"
+            + (f" partition by range ({partition_by})" if partition_by else "") + ";")
 
 
 def missing_columns_sql(table: str, schema: dict[str, str], present: list[str]) -> list[str]:

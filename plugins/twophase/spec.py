@@ -63,7 +63,8 @@ class LoadSpec:
     dag_id: str | None = None
 
     def __post_init__(self):
-        object.__setattr__(self, "targets", tuple(self.targets))
+        object.__setattr__(self, "targets", tuple(getattr(t, "in_interval", lambda _: t)(self.data_interval)
+                                                  for t in self.targets))
         object.__setattr__(self, "replaces", tuple(self.replaces))
         if not self.targets:
             raise SpecError(f"load {self.load_id} has no targets: name at least one table or topic")
@@ -93,7 +94,8 @@ class LoadSpec:
     def replace_keys(self) -> list[tuple[str, str]]:
         """(target, the rows it replaces) of each target in mode replace: two loads with a
         key in common replace the same rows of that target."""
-        return [(t.name, json.dumps(getattr(t, "replace_where", {}), sort_keys=True, default=str))
+        return [(t.name, json.dumps(getattr(t, "replaced", getattr(t, "replace_where", {})), sort_keys=True,
+                                    default=str))
                 for t in self.targets if t.mode == "replace"]
 
     def to_log(self) -> dict:

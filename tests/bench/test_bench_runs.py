@@ -81,6 +81,12 @@ def test_the_last_resource_beside_the_prepared_way():
     assert "| prepared |" in out and "| last resource |" in out, out
 
 
+def test_attach_beside_insert():
+    out = bench("bench.attach", "--rows", "2000", "--reps", "1")
+    assert "2,000 rows of one day, 1 repetitions" in out, out
+    assert "| insert | replace |" in out and "| attach | append |" in out, out
+
+
 def test_the_exposure_window_before_and_after(monkeypatch):
     monkeypatch.setenv("TWOPHASE_AIRFLOW_DB", BENCH_AIRFLOW_DB)
     stack("up", env=dict(os.environ))  # makes and migrates the database (once)

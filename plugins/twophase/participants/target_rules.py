@@ -12,15 +12,16 @@ _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 WRITE_MODES = ("append", "replace")
 
 
-def check_table(target, parts: str) -> None:
+def check_table(target, parts: str, where_needed: bool = True) -> None:
     """Raise SpecError unless a table target's name is `<parts>` (e.g. 'schema.table') of two
-    plain identifiers, and its mode is a write mode (replace with its replace_where)."""
+    plain identifiers, and its mode is a write mode (replace with its replace_where, unless
+    not `where_needed`: the target knows which rows it replaces otherwise)."""
     pieces = target.table.split(".")
     if len(pieces) != 2 or not all(IDENT.match(p) for p in pieces):
         raise SpecError(f"{target.kind} table {target.table!r} must be {parts} with plain identifiers")
     if target.mode not in WRITE_MODES:
         raise SpecError(f"write mode {target.mode!r} is not one of {WRITE_MODES}")
-    if target.mode == "replace" and not target.replace_where:
+    if target.mode == "replace" and where_needed and not target.replace_where:
         raise SpecError("write mode 'replace' needs replace_where: the columns and values of the rows to replace")
 
 

@@ -37,6 +37,10 @@ class Table:
       gives it to every target of the main frame): without a ddl, begin creates the table
       from it when missing (with load_id, and a primary key on `key`); the frame must match
       it, and a table that lacks one of its columns is refused, naming the `alter table`.
+    - publish: "insert" (the default), or "attach": the table is partitioned by range on
+      interval_column, and each load becomes the partition of its interval (ATTACH
+      PARTITION; a replace swaps that partition; docs/adr/0013). A table begin makes from
+      the schema is then partitioned so, and `key` must include interval_column.
     """
 
     name: str
@@ -47,6 +51,7 @@ class Table:
     prepared: bool | None = None
     schema: dict | None = None
     key: tuple = ()
+    publish: str = "insert"
     kind = "postgres"
 
     def __post_init__(self):
@@ -59,6 +64,10 @@ class Table:
             unknown = [c for c in self.key if c not in self.schema]
             if unknown:
                 raise SpecError(f"Table {self.name} key names {unknown}, which are not columns of its schema")
+        if self.publish == "attach" and (not self.interval_column or (self.key and self.interval_column
+                                                                      not in self.key)):
+            raise SpecError(f"Table {self.name}: publish 'attach' partitions it by interval_column, so it needs one "
+                            "(and a key that includes it)")
         if self.ddl is not None and not (isinstance(self.ddl, str) and self.ddl.strip()):
             raise SpecError(f"Table {self.name} ddl must be SQL text (create table if not exists ...) or None")
         try:  # the core's rules, so a wrong name fails the DAG file's import
@@ -70,7 +79,8 @@ class Table:
         """The SQL begin runs before each load: the ddl, else the table made from the
         schema (create table if not exists), else none."""
         if self.ddl is None and self.schema is not None:
-            return create_table_sql(self.name, self.schema, self.key)
+            return create_table_sql(self.name, self.schema, self.key,
+                                    self.interval_column if self.publish == "attach" else "")
         return self.ddl
 
     @property
@@ -83,8 +93,10 @@ class Table:
         equals the interval's start are swapped (a date for a daily interval)."""
         replace_where = ({self.interval_column: interval_value(interval)}
                          if mode == "replace" and self.interval_column else {})
-        return PostgresTarget(self.name, "replace" if replace_where else "append", replace_where, connection,
-                              self.frame, self.prepared, self.schema or {})
+        # publish 'attach' replaces the interval's partition: its target takes no replace_where
+        return PostgresTarget(self.name, "replace" if replace_where else "append",
+                              {} if self.publish == "attach" else replace_where, connection, self.frame,
+                              self.prepared, self.schema or {}, self.publish)
 
 
 def table_asset(table: str, pg_conn_id: str = DEFAULT_CONN_ID):

@@ -16,6 +16,7 @@ from ...protocol.votes import Vote
 from ...schema import missing_columns_sql
 from ...server_errors import postgres_unreachable, servers
 from ..contract import Participant, Staging, Swept
+from . import partition
 from .server import (DECISIONS, MARKERS, PART_COLUMN, PostgresConfigError, _autocommit, _connect, _exists,
                      _rollback_gid, drop_staging_table, ensure_decisions, ensure_schemas, grants_needed, prepared_gids,
                      rollback_gid, staging_tables)
@@ -112,6 +113,8 @@ class PostgresParticipant(Participant):
                         f"table {target.table} lacks column(s) of the load's schema: add them before the load "
                         f"({'; '.join(lacks)}), or leave them out of the schema and the job's frame. Nothing was "
                         "written.")
+                if target.publish == "attach":
+                    partition.check(cur, target)
                 missing = [c for c in table_columns if c not in frames[target.frame]]
                 if missing:
                     raise SpecError(f"the DataFrame lacks columns the targets need: {missing} of table "
@@ -124,9 +127,15 @@ class PostgresParticipant(Participant):
             for target in self.tables:
                 staging = self.staging[target.table]
                 cur.execute(f"drop table if exists {staging}")
-                cur.execute(sql.SQL("create unlogged table {} (like {} including defaults)").format(
-                    sql.SQL(staging), sql.Identifier(target.schema, target.relation)))
+                # Unlogged (no WAL: its rows are written again into the table), except where
+                # the staging table becomes the table's partition (partition.py).
+                attach = target.publish == "attach"
+                cur.execute(sql.SQL("create {} table {} (like {} including defaults)").format(
+                    sql.SQL("" if attach else "unlogged"), sql.SQL(staging),
+                    sql.Identifier(target.schema, target.relation)))
                 cur.execute(f"alter table {staging} drop column load_id, add column {PART_COLUMN} int not null")
+                if attach:
+                    partition.shape_staging(cur, target, staging)
                 cur.execute(f"comment on table {staging} is %s", (self.load_id,))
         writers = {t.table: PostgresWriter(self.dsn, self.staging[t.table], columns[t.table], t.table)
                    for t in self.tables}
@@ -249,7 +258,10 @@ class PostgresParticipant(Participant):
 
     def _promote(self, cur, target: PostgresTarget) -> tuple[int, int]:
         """Delete the replaced rows (mode replace) and insert the table's staged rows with
-        the load id; (rows inserted, rows deleted)."""
+        the load id, or attach the staging table as the interval's partition (publish
+        'attach', partition.py); (rows inserted, rows deleted)."""
+        if target.publish == "attach":
+            return partition.publish(cur, target, self.staging[target.table], self.load_id)
         columns = self.target_columns(cur, target)
         deleted = 0
         if target.mode == "replace":

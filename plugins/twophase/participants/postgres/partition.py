@@ -1,0 +1,148 @@
+"""Publish by ATTACH PARTITION (PostgresTarget publish="attach", docs/adr/0013): the
+staging table is shaped like the partition of the load's interval, and the prepared
+transaction (or the last resource's) makes it that partition, whatever its row count.
+
+- At stage: the table must be partitioned by range on one date, timestamp or timestamptz
+  column, owned by the load's role (ALTER TABLE needs it), and the interval must be whole
+  values of that column; the staging table is logged (it becomes the table's data) and
+  carries a CHECK of the partition's bounds, so a row outside the interval fails its
+  COPY, and ATTACH proves the bounds from it instead of scanning the rows.
+- At publish, in the transaction: mode replace detaches and drops the partition of exactly
+  the interval (detach takes ACCESS EXCLUSIVE on the table until commit: readers wait for
+  the load's prepared window); then the staging table gets its load_id (a column added
+  with a default: no row is rewritten), moves to the table's schema as
+  <table>_p<interval start> and is attached (SHARE UPDATE EXCLUSIVE on the table: readers
+  and writers go on). The table's indexes are built on it by the ATTACH.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+
+from psycopg2 import sql
+
+from .server import PART_COLUMN, PostgresConfigError
+
+KEY_TYPES = ("date", "timestamp without time zone", "timestamp with time zone")
+CHECK_NAME = "twophase_in_load_interval"
+_RANGE = re.compile(r"^FOR VALUES FROM \('([^']*)'\) TO \('([^']*)'\)$")
+
+
+def key_of(cur, target) -> tuple[str, str]:
+    """(column, type) the table is partitioned by; PostgresConfigError unless by range on
+    one column of KEY_TYPES, owned by (a role of) the load's role."""
+    cur.execute("""select p.partstrat, p.partnatts, a.attname, format_type(a.atttypid, a.atttypmod),
+                          pg_has_role(current_user, c.relowner, 'USAGE')
+                   from pg_class c left join pg_partitioned_table p on p.partrelid = c.oid
+                   left join pg_attribute a on a.attrelid = c.oid and a.attnum = p.partattrs[0]
+                   where c.oid = to_regclass(%s)""", (target.table,))
+    row = cur.fetchone()
+    if row is None or row[0] is None:
+        raise PostgresConfigError(f"table {target.table} is not partitioned, so publish 'attach' cannot make the "
+                                  "load a partition of it: partition it by range on its date or time column, or "
+                                  "publish 'insert'")
+    strategy, columns, column, kind, owner = row
+    if strategy != "r" or columns != 1 or column is None or kind not in KEY_TYPES:
+        raise PostgresConfigError(f"table {target.table} must be partitioned by range on one column of type "
+                                  f"{', '.join(KEY_TYPES)} for publish 'attach'")
+    if not owner:
+        raise PostgresConfigError(f"publish 'attach' alters table {target.table} (ATTACH PARTITION), which only its "
+                                  "owner may: make the load's role own it, or a member of its owner")
+    return column, kind
+
+
+def bounds(target, kind: str) -> tuple[str, str]:
+    """The partition's bounds, literals of the key's type: the load's interval, which must
+    be whole values of it (a date key takes intervals from midnight UTC to midnight UTC)."""
+    start, end = (datetime.fromisoformat(x).astimezone(timezone.utc) for x in target.interval)
+    if kind == "date":
+        if any(t.time() != datetime.min.time() for t in (start, end)) or start.date() == end.date():
+            raise PostgresConfigError(f"table {target.table} is partitioned by a date, but the load's interval "
+                                      f"{start.isoformat()} to {end.isoformat()} is not whole days (UTC)")
+        return start.date().isoformat(), end.date().isoformat()
+    if kind == "timestamp with time zone":
+        return start.isoformat(), end.isoformat()
+    return start.replace(tzinfo=None).isoformat(" "), end.replace(tzinfo=None).isoformat(" ")
+
+
+def partition_name(target, low: str) -> str:
+    """<table>_p<interval start, digits>: 20261120 for a day, 20261120t060000 for an hour."""
+    suffix = "p" + re.sub(r"[^0-9t]", "", low.lower().replace(" ", "t"))[:15]
+    return f"{target.relation[:62 - len(suffix)]}_{suffix}"
+
+
+def check(cur, target) -> tuple[str, str, str, str]:
+    """(key column, its type, low bound, high bound) of the load's partition, before
+    anything is written: PostgresConfigError for a table or interval attach cannot
+    publish, and for an append whose partition exists already."""
+    column, kind = key_of(cur, target)
+    low, high = bounds(target, kind)
+    taken = [name for name, exact in _overlapping(cur, target, kind, low, high) if exact]
+    if taken and target.mode != "replace":
+        raise PostgresConfigError(f"table {target.table} has a partition of the load's interval already ({taken[0]}): "
+                                  "an append load adds a new one; replace it with mode 'replace'")
+    return column, kind, low, high
+
+
+def shape_staging(cur, target, staging: str) -> None:
+    """The staging table as the partition needs it: logged (created so by the caller),
+    with the CHECK of the interval's bounds."""
+    column, kind, low, high = check(cur, target)
+    key = sql.Identifier(column)
+    cur.execute(sql.SQL("alter table {} add constraint {} check ({} is not null and {} >= %s::{} and {} < %s::{})")
+                .format(sql.SQL(staging), sql.Identifier(CHECK_NAME), key, key, sql.SQL(kind), key, sql.SQL(kind)),
+                (low, high))
+
+
+def publish(cur, target, staging: str, load_id: str) -> tuple[int, int]:
+    """In the caller's transaction: the staging table becomes the interval's partition
+    (mode replace: after the one there is detached and dropped); (rows published, rows
+    replaced)."""
+    column, kind = key_of(cur, target)
+    low, high = bounds(target, kind)
+    deleted = 0
+    for name, exact in _overlapping(cur, target, kind, low, high):
+        if not exact or target.mode != "replace":
+            raise PostgresConfigError(f"partition {name} of {target.table} overlaps the load's interval "
+                                      f"[{low}, {high}){'' if exact else ' without matching it'}: nothing was "
+                                      "published")
+        cur.execute(sql.SQL("select count(*) from {}").format(sql.SQL(name)))
+        deleted += cur.fetchone()[0]
+        cur.execute(sql.SQL("alter table {} detach partition {}").format(_table(target), sql.SQL(name)))
+        cur.execute(sql.SQL("drop table {}").format(sql.SQL(name)))
+    cur.execute(sql.SQL("alter table {} drop column {}, add column load_id text not null default %s").format(
+        sql.SQL(staging), sql.Identifier(PART_COLUMN)), (load_id,))
+    cur.execute(sql.SQL("alter table {} alter column load_id drop default").format(sql.SQL(staging)))
+    cur.execute(sql.SQL("select count(*) from {}").format(sql.SQL(staging)))
+    rows = cur.fetchone()[0]
+    name = partition_name(target, low)
+    cur.execute(sql.SQL("alter table {} set schema {}").format(sql.SQL(staging), sql.Identifier(target.schema)))
+    cur.execute(sql.SQL("alter table {} rename to {}").format(
+        sql.Identifier(target.schema, staging.split(".", 1)[1]), sql.Identifier(name)))
+    cur.execute(sql.SQL("alter table {} attach partition {} for values from (%s) to (%s)").format(
+        _table(target), sql.Identifier(target.schema, name)), (low, high))
+    return rows, deleted
+
+
+def _table(target) -> sql.Composable:
+    return sql.Identifier(target.schema, target.relation)
+
+
+def _overlapping(cur, target, kind: str, low: str, high: str) -> list[tuple[str, bool]]:
+    """(partition, whether its bounds are exactly [low, high)) of every range partition of
+    the table that overlaps [low, high); a DEFAULT partition is left to ATTACH, which
+    checks it holds no row of the interval."""
+    cur.execute("""select c.oid::regclass::text, pg_get_expr(c.relpartbound, c.oid) from pg_inherits i
+                   join pg_class c on c.oid = i.inhrelid where i.inhparent = to_regclass(%s)""", (target.table,))
+    found = []
+    for name, bound in cur.fetchall():
+        match = _RANGE.match(bound or "")
+        if match is None:
+            continue
+        cur.execute(sql.SQL("select %s::{t} < %s::{t} and %s::{t} < %s::{t}, %s::{t} = %s::{t} and %s::{t} = %s::{t}")
+                    .format(t=sql.SQL(kind)), (match[1], high, low, match[2], match[1], low, match[2], high))
+        overlaps, exact = cur.fetchone()
+        if overlaps:
+            found.append((name, exact))
+    return found
