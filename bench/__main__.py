@@ -76,6 +76,7 @@ def one_rep(data: Dataset, conns, log, sampler: memory.Sampler, with_limits: boo
     with sampler.window() as rss["atomic"]:
         phases = atomic.load(data, conns, log)
     seconds.update({R.atomic(k): v for k, v in phases.items()})
+    seconds.update({R.attach(k): v for k, v in atomic.load(data, conns, log, publish="attach").items()})
     if with_breakdown:
         parts = staging.measure(data, conns.pg_dsn, conns.kafka_bootstrap)
         seconds.update({R.breakdown(k): v for k, v in parts.items()})
@@ -91,7 +92,8 @@ def one_rep(data: Dataset, conns, log, sampler: memory.Sampler, with_limits: boo
 def _progress(run: Run, rep: int, reps: int) -> None:
     s = run.reps[-1]["seconds"]
     parts = [f"{k.split('.', 1)[-1]} {s[k]:.2f}s" for k in
-             (R.JDBC_DEFAULT, R.JDBC_TUNED, R.KAFKA_WRITER, R.atomic("load"), R.COPY, R.PRODUCER_TOOL) if k in s]
+             (R.JDBC_DEFAULT, R.JDBC_TUNED, R.KAFKA_WRITER, R.atomic("load"), R.attach("load"), R.COPY,
+              R.PRODUCER_TOOL) if k in s]
     if R.iceberg("staging") in s:
         alone, staged, commit = (s[R.iceberg(k)] for k in ("pyarrow_alone", "staging", "commit"))
         parts.append(f"iceberg: pyarrow alone {alone:.2f}s, staging {staged:.2f}s ({staged / alone:.2f}x), "

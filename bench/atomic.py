@@ -34,7 +34,7 @@ from twophase.spark import stage as spark_stage
 from twophase.spec import LoadSpec
 
 from . import scratch
-from .data import KEY_COLUMN, Dataset
+from .data import DAY_INTERVAL, KEY_COLUMN, Dataset
 
 PHASES = ("begin", "prepare", "prepare.setup", "prepare.staging", "prepare.pg_promote", "prepare.kafka_check",
           "vote", "commit", "commit.kafka", "commit.postgres", "load", "total")
@@ -67,14 +67,18 @@ def _timing(t: dict):
             setattr(owner, name, call)
 
 
-def load(data: Dataset, conns: Connections, log: TransactionLog) -> dict[str, float]:
-    """One atomic load of data; seconds per phase (PHASES)."""
+def load(data: Dataset, conns: Connections, log: TransactionLog, publish: str = "insert") -> dict[str, float]:
+    """One atomic load of data; seconds per phase (PHASES). `publish` "attach": into a
+    table partitioned by day, the load's interval (docs/adr/0013); prepare.pg_promote is
+    then the build of its primary key on staging, and the vote attaches it."""
     name = scratch.new_name()
-    table = scratch.create_table(conns.pg_dsn, data.shape, name)
+    attach = publish == "attach"
+    table = scratch.create_table(conns.pg_dsn, data.shape, name, partitioned=attach)
     topic = f"{scratch.TOPIC_PREFIX}{name}"
     kafka_target = KafkaTarget(topic, KEY_COLUMN, partitions=scratch.PARTITIONS)
     spec = LoadSpec(load_id=load_id_for(scratch.PIPELINE, name), pipeline=scratch.PIPELINE, run_id=name,
-                    targets=(PostgresTarget(table), kafka_target))
+                    targets=(PostgresTarget(table, publish=publish), kafka_target),
+                    data_interval=DAY_INTERVAL if attach else None)
     t: dict[str, float] = {}
     try:
         with _timing(t):

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import statistics
 import time
-from datetime import date, timedelta
-
 import psycopg2
 
 from twophase.connections import Connections
@@ -37,22 +35,19 @@ from twophase.protocol.states import State
 from twophase.spec import LoadSpec
 
 from . import scratch, session
-from .data import DAY, Dataset, table_ddl
+from .data import DAY, DAY_INTERVAL, Dataset
 
 WAYS = ("insert", "attach")
 MODES = ("append", "replace")
 FIGURES = ("prepare", "vote", "commit", "load")
-INTERVAL = (f"{DAY}T00:00:00+00:00", f"{date.fromisoformat(DAY) + timedelta(days=1)}T00:00:00+00:00")
 
 
 def _table(dsn: str, shape: str, way: str) -> str:
     """A fresh table of the shape, partitioned by day; insert's with the day's partition."""
-    table = f"{scratch.SCHEMA}.t_{scratch.new_name()}"
-    ddl = table_ddl(shape, table) + " partition by range (day)"
-    made = [f"create table {table}_day partition of {table} for values from (%(low)s) to (%(high)s)"] \
-        if way == "insert" else []
-    scratch.sql(dsn, f"create schema if not exists {scratch.SCHEMA}", ddl, *made,
-                args={"low": INTERVAL[0][:10], "high": INTERVAL[1][:10]})
+    table = scratch.create_table(dsn, shape, scratch.new_name(), partitioned=True)
+    if way == "insert":
+        scratch.sql(dsn, f"create table {table}_day partition of {table} for values from (%s) to (%s)",
+                    args=(DAY_INTERVAL[0][:10], DAY_INTERVAL[1][:10]))
     return table
 
 
@@ -77,7 +72,7 @@ def load(data: Dataset, conns: Connections, log: PostgresLog, table: str, way: s
     name = scratch.new_name()
     spec = LoadSpec(load_id=load_id_for(scratch.PIPELINE, name), pipeline=scratch.PIPELINE, run_id=name,
                     targets=(PostgresTarget(table, mode, {"day": DAY} if way == "insert" and mode == "replace" else {},
-                                            publish=way),), data_interval=INTERVAL)
+                                            publish=way),), data_interval=DAY_INTERVAL)
     started = time.perf_counter()
     coordinator.begin(log, spec, conns)
     coordinator.prepare(log, conns, spec.load_id, data.df)

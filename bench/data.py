@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import shutil
 from dataclasses import dataclass
+from datetime import date, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,10 +38,16 @@ WIDE_DDL = NARROW_DDL + """, region text not null, channel text not null, coupon
 SHAPES = ("narrow", "wide")
 
 
-def table_ddl(shape: str, table: str) -> str:
-    """The target table of every contender: the shape's columns, load_id, primary key."""
+# Every row's day, as a load's data interval (publish "attach": the partition it becomes).
+DAY_INTERVAL = (f"{DAY}T00:00:00+00:00", f"{date.fromisoformat(DAY) + timedelta(days=1)}T00:00:00+00:00")
+
+
+def table_ddl(shape: str, table: str, partitioned: bool = False) -> str:
+    """The target table of every contender: the shape's columns, load_id, primary key;
+    `partitioned`: by range on day (for publish "attach")."""
     columns = {"narrow": NARROW_DDL, "wide": WIDE_DDL}[shape]
-    return f"create table {table} ({columns}, load_id text not null, primary key (day, customer_id))"
+    return (f"create table {table} ({columns}, load_id text not null, primary key (day, customer_id))"
+            + (" partition by range (day)" if partitioned else ""))
 
 
 def _columns(shape: str, partitions: int, rows: int, spark):

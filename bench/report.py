@@ -35,6 +35,11 @@ LABELS = {
     R.atomic("commit.postgres"): "  └ Postgres: COMMIT PREPARED",
     R.atomic("load"): "**atomic load: prepare + vote + commit**",
     R.atomic("total"): "atomic: total, begin included",
+    R.attach("prepare"): "atomic, publish attach (table partitioned by day): prepare",
+    R.attach("prepare.pg_promote"): "  └ Postgres: build the primary key on staging",
+    R.attach("vote"): "atomic, publish attach: vote (ATTACH PARTITION + PREPARE)",
+    R.attach("commit"): "atomic, publish attach: commit",
+    R.attach("load"): "**atomic load, publish attach: prepare + vote + commit**",
     R.breakdown("transfer"): "staging breakdown: rows to Python as Arrow, counted only",
     R.breakdown("postgres_only"): "staging breakdown: + CSV and COPY, no Kafka",
     R.breakdown("kafka_only"): "staging breakdown: + produce to Kafka, no Postgres",
@@ -47,10 +52,13 @@ LABELS = {
 SHORT = {R.JDBC_DEFAULT: "JDBC default", R.JDBC_TUNED: "JDBC tuned", R.KAFKA_WRITER: "Kafka writer",
          R.BOTH_DEFAULT: "both, default", R.BOTH_TUNED: "both, tuned", R.COPY: "COPY limit",
          R.PRODUCER_TOOL: "producer tool"}
-ORDER = [R.SCAN, *R.PEERS, *R.LIMITS, *[R.atomic(p) for p in PHASES], *[R.breakdown(v) for v in VARIANTS],
+ATTACH_PHASES = ("prepare", "prepare.pg_promote", "vote", "commit", "load")
+ORDER = [R.SCAN, *R.PEERS, *R.LIMITS, *[R.atomic(p) for p in PHASES], *[R.attach(p) for p in ATTACH_PHASES],
+         *[R.breakdown(v) for v in VARIANTS],
          *[R.iceberg(p) for p in ICEBERG_PHASES]]
 RATIO_ROWS = [("staging pass", R.atomic("prepare.staging")), ("prepare", R.atomic("prepare")),
               ("Kafka commit copy", R.atomic("commit.kafka")), ("atomic load", R.atomic("load")),
+              ("atomic load, publish attach", R.attach("load")),
               ("breakdown: Postgres side alone", R.breakdown("postgres_only")),
               ("breakdown: Kafka side alone", R.breakdown("kafka_only"))]
 MB = 2**20

@@ -23,6 +23,11 @@ def atomic(phase: str) -> str:
     return f"atomic.{phase}"
 
 
+def attach(phase: str) -> str:
+    """A phase of the atomic load whose table publishes by ATTACH PARTITION (bench/atomic.py)."""
+    return f"atomic_attach.{phase}"
+
+
 def breakdown(variant: str) -> str:
     """A pass of the staging breakdown (bench/staging.py)."""
     return f"staging.{variant}"

@@ -33,9 +33,9 @@ def new_name() -> str:
     return uuid.uuid4().hex[:10]
 
 
-def create_table(dsn: str, shape: str, name: str) -> str:
+def create_table(dsn: str, shape: str, name: str, partitioned: bool = False) -> str:
     table = f"{SCHEMA}.t_{name}"
-    sql(dsn, f"create schema if not exists {SCHEMA}", data.table_ddl(shape, table))
+    sql(dsn, f"create schema if not exists {SCHEMA}", data.table_ddl(shape, table, partitioned))
     return table
 
 

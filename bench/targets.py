@@ -44,13 +44,19 @@ def _ratio_check(target, shape, runs, value, passes, fmt) -> Check:
 
 def check(shape: str, runs: list[Run]) -> list[Check]:
     runs = sorted(runs, key=lambda r: r.rows)
-    load, staging = R.atomic("load"), R.atomic("prepare.staging")
+    load, staging, attach = R.atomic("load"), R.atomic("prepare.staging"), R.attach("load")
     checks = [
         _ratio_check("atomic load (prepare+vote+commit) time ÷ peer writing both, default options: ≤ 1.00",
                      shape, runs, lambda r: r.median(load) / r.median(R.BOTH_DEFAULT), lambda v: v <= 1.0,
                      lambda v: f"{v:.2f}x"),
         _ratio_check("atomic load time ÷ peer writing both, tuned JDBC: ≤ 1.30",
                      shape, runs, lambda r: r.median(load) / r.median(R.BOTH_TUNED), lambda v: v <= 1.3,
+                     lambda v: f"{v:.2f}x"),
+        _ratio_check("atomic load, publish attach (table partitioned by day), ÷ peer writing both, default "
+                     "options: ≤ 1.00", shape, runs, lambda r: r.median(attach) / r.median(R.BOTH_DEFAULT),
+                     lambda v: v <= 1.0, lambda v: f"{v:.2f}x"),
+        _ratio_check("atomic load, publish attach, ÷ peer writing both, tuned JDBC: ≤ 1.30",
+                     shape, runs, lambda r: r.median(attach) / r.median(R.BOTH_TUNED), lambda v: v <= 1.3,
                      lambda v: f"{v:.2f}x"),
         _with_note(_ratio_check("Postgres staging rows/s ÷ COPY limit rows/s: ≥ 70%",
                                 shape, runs, lambda r: r.rate(staging) / r.rate(R.COPY), lambda v: v >= 0.70,

@@ -192,3 +192,28 @@ def test_a_database_that_cannot_prepare_attaches_in_its_last_resource_commit(spa
                                                               (Kind.ALREADY_DONE, {"rows": 20, "deleted": 40})]
     assert _loads(cur, table) == {loads[1][0]: ("2026-11-20", 20, "1.90")}
     assert _partitions(cur, table) == [f"{unique_name}_p20261120"] and _staging_left(cur, loads[0][0]) == []
+
+
+def test_the_tables_keys_are_built_on_staging_at_prepare_and_a_duplicate_votes_no(spark, txlog, conns, table):
+    cur, relation = _cursor(conns.pg_dsn), table.split(".")[1]
+    cur.execute(f"create index on {table} (orders)")
+    spec = _spec(table, "keys")
+    load_id = _prepared(spark, txlog, conns, spec, 40)
+    [staging] = _staging_left(cur, load_id)
+    cur.execute("select count(*) from pg_index where indrelid = %s::regclass", (f"{STAGING_SCHEMA}.{staging}",))
+    assert cur.fetchone()[0] == 2, "the primary key and the index, built at prepare"
+    assert coordinator.vote(txlog, conns, load_id).state == State.COMMITTING
+    coordinator.commit(txlog, conns, load_id)
+    cur.execute("select count(*) from pg_index where indrelid = %s::regclass", (f"{table}_p20261120",))
+    assert cur.fetchone()[0] == 2, "ATTACH took them as the table's own, building none"
+    assert _loads(cur, table) == {load_id: ("2026-11-20", 40, "7.80")}
+
+    twice = _spec(table, "twice", DAY + timedelta(days=1))
+    coordinator.begin(txlog, twice)
+    frame = make_df(spark, 10, day="2026-11-21")
+    coordinator.prepare(txlog, conns, twice.load_id, frame.unionByName(frame))
+    vote = txlog.votes(twice.load_id)["postgres"]
+    assert not vote.yes and "break its PRIMARY KEY (customer_id, day)" in vote.reason, vote.reason
+    assert coordinator.vote(txlog, conns, twice.load_id).state == State.ABORTING
+    coordinator.rollback(txlog, conns, twice.load_id)
+    assert _partitions(cur, table) == [f"{relation}_p20261120"] and _staging_left(cur, twice.load_id) == []

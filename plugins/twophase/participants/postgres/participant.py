@@ -164,17 +164,21 @@ class PostgresParticipant(Participant):
         """Count every table's staged rows and vote, holding nothing: no transaction stays
         open and no lock on a target is taken (the load may wait long before its vote).
 
-        Votes no when a table's staging holds other than the rows Spark staged for it.
+        Votes no when a table's staging holds other than the rows Spark staged for it, or
+        (publish 'attach') rows that break the table's unique keys, whose indexes are built
+        on staging here (partition.index_staging).
         """
         with _autocommit(self.dsn) as cur:
             counts = self._staged_counts(cur)
+            broken = [partition.index_staging(cur, t, self.staging[t.table])
+                      for t in self.tables if t.publish == "attach"]
         failpoints.hit("pg.prepared")
         first = self.tables[0]
         committable = {"gid": self.gid, "table": first.table, "mode": first.mode,
                        "staged": counts}
         summary = "staged " + ", ".join(f"{n} rows for {t}" for t, n in counts.items())
         wrong = [f"staged {n} rows for {t} but Spark staged {expected.get(t)}"
-                 for t, n in counts.items() if n != expected.get(t)]
+                 for t, n in counts.items() if n != expected.get(t)] + [why for why in broken if why]
         return Vote(self.name, not wrong, sum(counts.values()), committable, "; ".join(wrong), counts, summary)
 
     def ready(self, vote: Vote) -> Vote:

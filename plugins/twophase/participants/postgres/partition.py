@@ -12,7 +12,9 @@ transaction (or the last resource's) makes it that partition, whatever its row c
   the load's prepared window); then the staging table gets its load_id (a column added
   with a default: no row is rewritten), moves to the table's schema as
   <table>_p<interval start> and is attached (SHARE UPDATE EXCLUSIVE on the table: readers
-  and writers go on). The table's indexes are built on it by the ATTACH.
+  and writers go on). The table's indexes and unique constraints are built on the staged
+  rows at prepare (index_staging), so ATTACH finds them instead of building them in the
+  vote; staged rows that break one make the vote no.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 
+import psycopg2.errors
 from psycopg2 import sql
 
+from ...errors import one_line
 from .server import PART_COLUMN, PostgresConfigError
 
 KEY_TYPES = ("date", "timestamp without time zone", "timestamp with time zone")
@@ -93,6 +97,31 @@ def shape_staging(cur, target, staging: str) -> None:
     cur.execute(sql.SQL("alter table {} add constraint {} check ({} is not null and {} >= %s::{} and {} < %s::{})")
                 .format(sql.SQL(staging), sql.Identifier(CHECK_NAME), key, key, sql.SQL(kind), key, sql.SQL(kind)),
                 (low, high))
+
+
+def index_staging(cur, target, staging: str) -> str:
+    """Build the table's indexes and unique constraints on the staged rows (at prepare,
+    holding nothing on the table), so that ATTACH finds them and builds nothing in the
+    vote. '' when done (or done before), else why the staged rows break one of them."""
+    cur.execute("select exists (select from pg_index where indrelid = to_regclass(%s))", (staging,))
+    if cur.fetchone()[0]:
+        return ""
+    cur.execute("""select pg_get_constraintdef(c.oid), pg_get_indexdef(i.indexrelid),
+                          format('%%I.%%I', n.nspname, t.relname)
+                   from pg_index i join pg_class t on t.oid = i.indrelid join pg_namespace n on n.oid = t.relnamespace
+                   left join pg_constraint c on c.conindid = i.indexrelid and c.conrelid = i.indrelid
+                   where i.indrelid = to_regclass(%s) order by i.indexrelid""", (target.table,))
+    for constraint, index, table in cur.fetchall():
+        if constraint is not None:  # ATTACH takes a child's index for a constraint only with its constraint
+            statement = f"alter table {staging} add {constraint}"
+        else:  # CREATE [UNIQUE] INDEX <name> ON ONLY <table> USING ...: unnamed, on staging
+            found = re.match(rf"^(CREATE (?:UNIQUE )?INDEX) .+? ON (?:ONLY )?{re.escape(table)} (USING .*)$", index)
+            statement = f"{found[1]} on {staging} {found[2]}"
+        try:
+            cur.execute(statement)
+        except (psycopg2.errors.UniqueViolation, psycopg2.errors.ExclusionViolation) as exc:
+            return f"the staged rows for {target.table} break its {constraint or index}: {one_line(str(exc))}"
+    return ""
 
 
 def publish(cur, target, staging: str, load_id: str) -> tuple[int, int]:
