@@ -8,8 +8,9 @@ duration of the load (the code is not changed, only wrapped):
   staging  the one Spark pass that streams every partition to both targets
            (spark_stage.stage: each Arrow batch to the COPY into the unlogged staging
            table and to the staging topic's producer, side by side in each task);
-  pg_promote  Postgres' prepare: insert the staged rows into the target, PREPARE
-           TRANSACTION;
+  pg_promote  Postgres' prepare: count the staged rows (publish attach: and build the
+           table's keys on them); the vote's ready promotes them and PREPAREs (the
+           key keeps its old name, so older reports render again).
   kafka_check Kafka's prepare: check the staged offset ranges.
 Commit's per-participant times are the core's own (Outcome.seconds).
 

@@ -27,7 +27,7 @@ LABELS = {
     R.atomic("prepare"): "atomic: prepare",
     R.atomic("prepare.setup"): "  ├ setup: staging table, topics",
     R.atomic("prepare.staging"): "  ├ staging: one Spark pass to both targets",
-    R.atomic("prepare.pg_promote"): "  ├ Postgres: insert staged rows into target + PREPARE",
+    R.atomic("prepare.pg_promote"): "  ├ Postgres: count the staged rows (the vote promotes them)",
     R.atomic("prepare.kafka_check"): "  └ Kafka: check staged ranges",
     R.atomic("vote"): "atomic: vote",
     R.atomic("commit"): "atomic: commit",
