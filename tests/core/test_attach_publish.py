@@ -217,3 +217,22 @@ def test_the_tables_keys_are_built_on_staging_at_prepare_and_a_duplicate_votes_n
     assert coordinator.vote(txlog, conns, twice.load_id).state == State.ABORTING
     coordinator.rollback(txlog, conns, twice.load_id)
     assert _partitions(cur, table) == [f"{relation}_p20261120"] and _staging_left(cur, twice.load_id) == []
+
+
+def test_a_default_partition_holding_rows_of_the_interval_makes_the_vote_no(spark, txlog, conns, table):
+    """ATTACH checks that the table's DEFAULT partition holds no row of the new partition's
+    bounds (scanning it under ACCESS EXCLUSIVE): without such rows the load attaches; with
+    one, the vote says no, naming the violated constraint, and nothing is published."""
+    cur, relation = _cursor(conns.pg_dsn), table.split(".")[1]
+    cur.execute(f"create table {table}_rest partition of {table} default")
+    cur.execute(f"insert into {table} values ('old', '2026-11-25', 1, 1, null, 'before')")
+    load_id, _ = _committed(spark, txlog, conns, _spec(table, "beside-default"), 10)
+    assert _loads(cur, table) == {"before": ("2026-11-25", 1, "1.00"), load_id: ("2026-11-20", 10, "0.45")}
+
+    day = DAY + timedelta(days=5)
+    refused = _prepared(spark, txlog, conns, _spec(table, "over-default", day), 10, day)
+    decided = coordinator.vote(txlog, conns, refused)
+    assert decided.state == State.ABORTING and "default partition" in decided.reason, decided.reason
+    coordinator.rollback(txlog, conns, refused)
+    assert _partitions(cur, table) == [f"{relation}_p20261120", f"{relation}_rest"]
+    assert _staging_left(cur, refused) == [] and len(_loads(cur, table)) == 2

@@ -27,7 +27,7 @@ from twophase.log import WRITER_GRANTS, PostgresLog
 from twophase.ops import recovery
 from twophase.participants.memory import LocalFrame, LocalStage
 from twophase.participants.postgres import PostgresTarget
-from twophase.participants.postgres.server import grants_needed
+from twophase.participants.postgres.server import PostgresConfigError, grants_needed
 from twophase.protocol import coordinator
 from twophase.protocol.states import State
 from twophase.spec import LoadSpec
@@ -273,3 +273,37 @@ def test_a_role_with_create_on_the_database_makes_the_schemas_itself(pg_dsn, adm
         assert db.leftovers() == (0, 0)
     finally:
         db.drop()
+
+
+def test_publish_attach_needs_the_table_owned_and_create_on_its_schema(locked):
+    """docs/clusters.md: a target with publish="attach" needs more than the grants above;
+    without each, the prepare is refused at stage naming what is missing, the load rolls
+    back, and nothing is left."""
+    _admin(locked.admin, "create table lp.parts (customer_id text, day date not null, orders int, "
+                         "load_id text not null) partition by range (day)",
+           f"grant select, insert on lp.parts to {locked.role}")
+    log, conns = PostgresLog(locked.dsn), Connections(locked.dsn, "")
+
+    def load(name: str, refused: str = "") -> State:
+        spec = LoadSpec(load_id=load_id_for("least_privilege", f"{name}-{uuid.uuid4().hex[:6]}"),
+                        pipeline="least_privilege", run_id=name,
+                        targets=(PostgresTarget("lp.parts", publish="attach"),),
+                        data_interval=(f"{DAY}T00:00:00+00:00", "2026-11-21T00:00:00+00:00"))
+        coordinator.begin(log, spec)
+        if refused:
+            with pytest.raises(PostgresConfigError, match=refused):
+                coordinator.prepare(log, conns, spec.load_id, LocalFrame.of_rows(ROWS), stage=LocalStage())
+            assert coordinator.vote(log, conns, spec.load_id).state == State.ABORTING
+            coordinator.rollback(log, conns, spec.load_id)
+            return log.get(spec.load_id).state
+        assert _load(locked.dsn, spec) == State.COMMITTED
+        return _admin(locked.admin, f"select count(*) from lp.parts where load_id = '{spec.load_id}'", fetch=True)[0][0]
+
+    assert load("not-owner", "which only its owner may") == State.ABORTED
+    _admin(locked.admin, f"alter table lp.parts owner to {locked.role}",
+           f"revoke create on schema lp from {locked.role}")
+    assert load("no-create", "needs CREATE on that schema") == State.ABORTED
+    assert locked.leftovers() == (0, 0)
+    _admin(locked.admin, f"grant create on schema lp to {locked.role}")
+    assert load("granted") == len(ROWS)
+    assert locked.leftovers() == (0, 0)

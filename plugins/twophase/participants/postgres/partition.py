@@ -3,7 +3,8 @@ staging table is shaped like the partition of the load's interval, and the prepa
 transaction (or the last resource's) makes it that partition, whatever its row count.
 
 - At stage: the table must be partitioned by range on one date, timestamp or timestamptz
-  column, owned by the load's role (ALTER TABLE needs it), and the interval must be whole
+  column, owned by the load's role (ALTER TABLE needs it), which may CREATE in its schema
+  (the staging table moves there), and the interval must be whole
   values of that column; the staging table is logged (it becomes the table's data) and
   carries a CHECK of the partition's bounds, so a row outside the interval fails its
   COPY, and ATTACH proves the bounds from it instead of scanning the rows.
@@ -35,9 +36,11 @@ _RANGE = re.compile(r"^FOR VALUES FROM \('([^']*)'\) TO \('([^']*)'\)$")
 
 def key_of(cur, target) -> tuple[str, str]:
     """(column, type) the table is partitioned by; PostgresConfigError unless by range on
-    one column of KEY_TYPES, owned by (a role of) the load's role."""
+    one column of KEY_TYPES, owned by (a role of) the load's role, which may CREATE in its
+    schema."""
     cur.execute("""select p.partstrat, p.partnatts, a.attname, format_type(a.atttypid, a.atttypmod),
-                          pg_has_role(current_user, c.relowner, 'USAGE')
+                          pg_has_role(current_user, c.relowner, 'USAGE'),
+                          has_schema_privilege(current_user, c.relnamespace, 'CREATE')
                    from pg_class c left join pg_partitioned_table p on p.partrelid = c.oid
                    left join pg_attribute a on a.attrelid = c.oid and a.attnum = p.partattrs[0]
                    where c.oid = to_regclass(%s)""", (target.table,))
@@ -46,13 +49,17 @@ def key_of(cur, target) -> tuple[str, str]:
         raise PostgresConfigError(f"table {target.table} is not partitioned, so publish 'attach' cannot make the "
                                   "load a partition of it: partition it by range on its date or time column, or "
                                   "publish 'insert'")
-    strategy, columns, column, kind, owner = row
+    strategy, columns, column, kind, owner, create = row
     if strategy != "r" or columns != 1 or column is None or kind not in KEY_TYPES:
         raise PostgresConfigError(f"table {target.table} must be partitioned by range on one column of type "
                                   f"{', '.join(KEY_TYPES)} for publish 'attach'")
     if not owner:
         raise PostgresConfigError(f"publish 'attach' alters table {target.table} (ATTACH PARTITION), which only its "
                                   "owner may: make the load's role own it, or a member of its owner")
+    if not create:
+        raise PostgresConfigError(f"publish 'attach' moves the load's staging table into schema {target.schema} as "
+                                  f"the partition of {target.table}, which needs CREATE on that schema: grant it "
+                                  "to the load's role")
     return column, kind
 
 
