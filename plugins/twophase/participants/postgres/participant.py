@@ -101,7 +101,7 @@ class PostgresParticipant(Participant):
                 if int(cur.fetchone()[0]) == 0:
                     raise PostgresConfigError(_CANNOT_PREPARE + ". Nothing was written.")
             privileges.require(cur, grants_needed(self.tables, self.last_resource))  # before anything is written
-            columns = {}
+            columns, partitions = {}, {}
             for target in self.tables:
                 columns[target.table] = table_columns = self.target_columns(cur, target)
                 if target.frame not in frames:
@@ -114,7 +114,7 @@ class PostgresParticipant(Participant):
                         f"({'; '.join(lacks)}), or leave them out of the schema and the job's frame. Nothing was "
                         "written.")
                 if target.publish == "attach":
-                    partition.check(cur, target)
+                    partitions[target.table] = partition.check(cur, target)
                 missing = [c for c in table_columns if c not in frames[target.frame]]
                 if missing:
                     raise SpecError(f"the DataFrame lacks columns the targets need: {missing} of table "
@@ -129,13 +129,13 @@ class PostgresParticipant(Participant):
                 cur.execute(f"drop table if exists {staging}")
                 # Unlogged (no WAL: its rows are written again into the table), except where
                 # the staging table becomes the table's partition (partition.py).
-                attach = target.publish == "attach"
+                attach = target.table in partitions
                 cur.execute(sql.SQL("create {} table {} (like {} including defaults)").format(
                     sql.SQL("" if attach else "unlogged"), sql.SQL(staging),
                     sql.Identifier(target.schema, target.relation)))
                 cur.execute(f"alter table {staging} drop column load_id, add column {PART_COLUMN} int not null")
                 if attach:
-                    partition.shape_staging(cur, target, staging)
+                    partition.shape_staging(cur, staging, partitions[target.table])
                 cur.execute(f"comment on table {staging} is %s", (self.load_id,))
         writers = {t.table: PostgresWriter(self.dsn, self.staging[t.table], columns[t.table], t.table)
                    for t in self.tables}

@@ -31,7 +31,7 @@ from .server import PART_COLUMN, PostgresConfigError
 
 KEY_TYPES = ("date", "timestamp without time zone", "timestamp with time zone")
 CHECK_NAME = "twophase_in_load_interval"
-_RANGE = re.compile(r"^FOR VALUES FROM \('([^']*)'\) TO \('([^']*)'\)$")
+_RANGE = r"^FOR VALUES FROM \('([^']*)'\) TO \('([^']*)'\)$"  # a range partition's bounds (pg_get_expr)
 
 
 def key_of(cur, target) -> tuple[str, str]:
@@ -96,10 +96,10 @@ def check(cur, target) -> tuple[str, str, str, str]:
     return column, kind, low, high
 
 
-def shape_staging(cur, target, staging: str) -> None:
+def shape_staging(cur, staging: str, checked: tuple[str, str, str, str]) -> None:
     """The staging table as the partition needs it: logged (created so by the caller),
-    with the CHECK of the interval's bounds."""
-    column, kind, low, high = check(cur, target)
+    with the CHECK of the interval's bounds (`checked`: what check() returned)."""
+    column, kind, low, high = checked
     key = sql.Identifier(column)
     cur.execute(sql.SQL("alter table {} add constraint {} check ({} is not null and {} >= %s::{} and {} < %s::{})")
                 .format(sql.SQL(staging), sql.Identifier(CHECK_NAME), key, key, sql.SQL(kind), key, sql.SQL(kind)),
@@ -167,18 +167,13 @@ def _table(target) -> sql.Composable:
 
 def _overlapping(cur, target, kind: str, low: str, high: str) -> list[tuple[str, bool]]:
     """(partition, whether its bounds are exactly [low, high)) of every range partition of
-    the table that overlaps [low, high); a DEFAULT partition is left to ATTACH, which
-    checks it holds no row of the interval."""
-    cur.execute("""select c.oid::regclass::text, pg_get_expr(c.relpartbound, c.oid) from pg_inherits i
-                   join pg_class c on c.oid = i.inhrelid where i.inhparent = to_regclass(%s)""", (target.table,))
-    found = []
-    for name, bound in cur.fetchall():
-        match = _RANGE.match(bound or "")
-        if match is None:
-            continue
-        cur.execute(sql.SQL("select %s::{t} < %s::{t} and %s::{t} < %s::{t}, %s::{t} = %s::{t} and %s::{t} = %s::{t}")
-                    .format(t=sql.SQL(kind)), (match[1], high, low, match[2], match[1], low, match[2], high))
-        overlaps, exact = cur.fetchone()
-        if overlaps:
-            found.append((name, exact))
-    return found
+    the table that overlaps [low, high), in one query however many partitions it has; a
+    DEFAULT partition is left to ATTACH, which checks it holds no row of the interval."""
+    cur.execute(sql.SQL("""select name, lo::{t} = %(low)s::{t} and hi::{t} = %(high)s::{t}
+                           from (select c.oid::regclass::text as name, b[1] as lo, b[2] as hi
+                                 from pg_inherits i join pg_class c on c.oid = i.inhrelid,
+                                      regexp_match(pg_get_expr(c.relpartbound, c.oid), %(range)s) as b
+                                 where i.inhparent = to_regclass(%(table)s) and b is not null) p
+                           where lo::{t} < %(high)s::{t} and %(low)s::{t} < hi::{t}""").format(t=sql.SQL(kind)),
+                {"low": low, "high": high, "range": _RANGE, "table": target.table})
+    return [(name, exact) for name, exact in cur.fetchall()]
