@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import statistics
 import time
+
 import psycopg2
 
 from twophase.connections import Connections
@@ -104,10 +105,8 @@ def report(rows: int, figures: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = session.load_options("python -m bench.attach", __doc__, argv)
-    conns, log, spark = session.on_stack(args.driver_memory)
     figures: dict = {(way, mode): [] for way in WAYS for mode in MODES}
-    try:
-        data = Dataset.load(spark, args.shape, args.rows, args.partitions)
+    with session.on_stack(args) as (conns, log, data):
         for rep in range(args.reps):
             for way in WAYS if rep % 2 == 0 else reversed(WAYS):  # alternate which goes first
                 table, done = _table(conns.pg_dsn, args.shape, way), []
@@ -121,9 +120,6 @@ def main(argv: list[str] | None = None) -> None:
                     for load_id in done:
                         scratch.forget_load(conns.pg_dsn, conns.kafka_bootstrap, load_id)
                     scratch.drop_table(conns.pg_dsn, table)
-        data.drop()
-    finally:
-        spark.stop()
     print(report(args.rows, figures))
 
 

@@ -114,19 +114,14 @@ def report(rows: int, figures: dict[str, list[dict[str, float]]]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = session.load_options("python -m bench.last_resource", __doc__, argv)
-    conns, log, spark = session.on_stack(args.driver_memory)
     figures: dict[str, list[dict[str, float]]] = {way: [] for way in WAYS}
-    try:
-        data = Dataset.load(spark, args.shape, args.rows, args.partitions)
+    with session.on_stack(args) as (conns, log, data):
         for rep in range(args.reps):
             ways = list(WAYS) if rep % 2 == 0 else list(reversed(WAYS))  # alternate which goes first
             for way in ways:
                 figures[way].append(load(data, conns, log, WAYS[way]))
                 print(f"bench.last_resource: repetition {rep + 1}/{args.reps}, {way}: "
                       + ", ".join(f"{f} {s:.3f} s" for f, s in figures[way][-1].items()), flush=True)
-        data.drop()
-    finally:
-        spark.stop()
     print(report(args.rows, figures))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from contextlib import contextmanager
 
 from . import jars
 from .data import ROOT
@@ -42,17 +43,25 @@ def load_options(prog: str, doc: str, argv: list[str] | None) -> argparse.Namesp
     return parser.parse_args(argv)
 
 
-def on_stack(driver_memory: str):
-    """(connections, transaction log, Spark session) of a bench of atomic loads, on the
-    stack of the environment, after sweeping what an interrupted run left."""
+@contextmanager
+def on_stack(args: argparse.Namespace):
+    """(connections, transaction log, the Dataset of load_options' `args`) of a bench of
+    atomic loads, on the stack of the environment, after sweeping what an interrupted run
+    left; the dataset is dropped after a clean run, and the Spark session stopped."""
     from twophase.connections import Connections
     from twophase.log import PostgresLog
 
     from . import scratch
+    from .data import Dataset
 
     conns = Connections.from_env()
     log = PostgresLog(conns.pg_dsn)
     log.ensure_schema()
-    spark = start(driver_memory)
+    spark = start(args.driver_memory)
     scratch.sweep(conns.pg_dsn, conns.kafka_bootstrap)
-    return conns, log, spark
+    try:
+        data = Dataset.load(spark, args.shape, args.rows, args.partitions)
+        yield conns, log, data
+        data.drop()
+    finally:
+        spark.stop()
