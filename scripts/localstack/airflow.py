@@ -102,6 +102,8 @@ def environment() -> dict[str, str]:
         }),
         # Spark's Kafka connector for sessions started in a process (tests, scripts).
         "TWOPHASE_SPARK_JARS": spark_jars_list,
+        # The Kafka client's jars: the commit copy of a large load runs in a JVM (kafka/jvm_copy.py).
+        "TWOPHASE_KAFKA_COPY_CLASSPATH": spark_jars.kafka_client_classpath(spark_jars_list.split(",")),
         # For Spark sessions started in-process and spark-submits run by hand (tests, scripts):
         # their Python workers must use the project's interpreter (pyarrow, psycopg2, ...).
         "PYSPARK_PYTHON": venv_python,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -62,6 +63,15 @@ def ensure() -> list[str]:
             (folder / ".done").write_text("")
     shipped = {artifact(j) for j in pyspark_jars().glob("*.jar")}
     return [str(j) for j in sorted(folder.glob("*.jar")) if artifact(j) not in shipped]
+
+
+def kafka_client_classpath(jars: list[str]) -> str:
+    """The classpath of the JVM commit copy (TWOPHASE_KAFKA_COPY_CLASSPATH): the Kafka client
+    the connector brought, and what it loads that pyspark ships (compression, logging API)."""
+    client = [j for j in jars if artifact(Path(j)) == "kafka-clients"]
+    shipped = [str(j) for j in sorted(pyspark_jars().glob("*.jar"))
+               if artifact(j) in ("lz4-java", "snappy-java", "zstd-jni", "slf4j-api")]
+    return os.pathsep.join(client + shipped)
 
 
 def _fetch(folder: Path, spark: str, scala: str) -> None:

@@ -9,7 +9,8 @@ participants, so a change of their constructors is absorbed here.
 
 - MemoryHarness: MemoryParticipant over a MemoryStore (two targets), staged through
   LocalStage from plain rows. No server, no Spark: fast.
-- PostgresHarness / KafkaHarness / IcebergHarness: the real participants on the local
+- PostgresHarness / KafkaHarness (KafkaJvmHarness: its copy in a JVM) / IcebergHarness:
+  the real participants on the local
   stack, with two targets (two fresh tables in one database, two fresh topics on one
   cluster) or, for Iceberg, one (a fresh table of the stack's catalog, partitioned by
   day: a catalog commits one table at a time) per test. The normal staging pass is
@@ -40,7 +41,7 @@ from twophase.participants.contract import Participant, Swept
 from twophase.participants.memory import LocalFrame, LocalStage, MemoryParticipant, MemoryStore
 from twophase.protocol.votes import Vote
 
-IMPLEMENTATIONS = ("memory", "memory-last", "postgres", "postgres-last", "kafka", "iceberg")
+IMPLEMENTATIONS = ("memory", "memory-last", "postgres", "postgres-last", "kafka", "kafka-jvm", "iceberg")
 LIAR_ENV = "TWOPHASE_CONTRACT_LIARS"  # set: the suite runs against each liar of liars.py too ("liar-<name>")
 ROWS = 30          # rows per load
 PARTITIONS = 3     # Spark partitions (partition 0 gets several batches)
@@ -436,6 +437,21 @@ class KafkaHarness(SparkHarness):
                 pass
 
 
+class KafkaJvmHarness(KafkaHarness):
+    """The Kafka participant whose commit copy runs in a JVM (kafka/jvm_copy.py) whatever
+    the load's size."""
+
+    kind = "kafka-jvm"
+
+    def __init__(self, request):
+        super().__init__(request)
+        from twophase.participants.kafka import jvm_copy
+
+        if not os.environ.get(jvm_copy.CLASSPATH_ENV):
+            pytest.fail(f"{jvm_copy.CLASSPATH_ENV} is not set: run the tests with the stack's environment")
+        request.getfixturevalue("monkeypatch").setenv(jvm_copy.MIN_RECORDS_ENV, "0")
+
+
 class IcebergHarness(SparkHarness):
     kind = "iceberg"
     def __init__(self, request):
@@ -483,7 +499,8 @@ class IcebergHarness(SparkHarness):
 
 HARNESSES: dict[str, type[Harness]] = {"memory": MemoryHarness, "memory-last": MemoryLastHarness,
                                        "postgres": PostgresHarness, "postgres-last": PostgresLastHarness,
-                                       "kafka": KafkaHarness, "iceberg": IcebergHarness}
+                                       "kafka": KafkaHarness, "kafka-jvm": KafkaJvmHarness,
+                                       "iceberg": IcebergHarness}
 
 
 def implementations() -> list[str]:

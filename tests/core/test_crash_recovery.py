@@ -3,7 +3,8 @@
 Each case runs a load of the multi-target example (support.many_spec: three tables over
 two databases, one of them fed by a second frame, two topics and an Iceberg table; commit
 order: Kafka, Iceberg, then the prepared Postgres transactions; in the "last: " cases the
-second database is the load's last resource, committed in the vote) with TWOPHASE_FAILPOINT set
+second database is the load's last resource, committed in the vote; in the "jvm: " cases
+the Kafka copy runs in a JVM) with TWOPHASE_FAILPOINT set
 in a child process, which is SIGKILLed there, at the first participant that reaches the
 point. For a point of the vote or phase 2, the test prepares the load in its own Spark
 session, as the prepare task does in its process, and the child runs the vote and phase 2,
@@ -26,6 +27,7 @@ import pytest
 from support import iceberg_leftovers, many_frames, many_seen, many_spec
 from twophase.ops import recovery
 from twophase.ops.verify import verify
+from twophase.participants.kafka import jvm_copy
 from twophase.participants.postgres import prepared_gids, staging_tables
 from twophase.protocol import coordinator
 from twophase.protocol.states import TERMINAL, State
@@ -59,16 +61,22 @@ AFTER_PREPARE = {
     "last: pg.last_committed": (True, True, State.COMMITTED),   # committed, the vote never learnt it
     "last: coordinator.last_committed": (True, True, State.COMMITTED),
     "last: rollback.middle": (False, True, State.ABORTED),
+    # The Kafka commit copy in a JVM (kafka/jvm_copy.py): killed with its driver.
+    "jvm: kafka.copy_middle": (True, True, State.COMMITTED),
+    "jvm: kafka.copy_committed": (True, True, State.COMMITTED),
 }
 CASES = {**IN_PREPARE, **AFTER_PREPARE}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", list(CASES))
-def test_crash_then_recover(point, spark, txlog, many_conns, many, pg_dsn, reporting_dsn, kafka_bootstrap, tmp_path):
+def test_crash_then_recover(point, spark, txlog, many_conns, many, pg_dsn, reporting_dsn, kafka_bootstrap, tmp_path,
+                            monkeypatch):
     gate_passes, driver_dies, final = CASES[point]
     many = {**many, "last": point.startswith("last: ")}
-    point = point.removeprefix("last: ")
+    if point.startswith("jvm: "):  # the driver's copy and recovery's
+        monkeypatch.setenv(jvm_copy.MIN_RECORDS_ENV, "0")
+    point = point.removeprefix("last: ").removeprefix("jvm: ")
     spec = many_spec(many, many["topic"])
     mode = []
     if point not in IN_PREPARE:

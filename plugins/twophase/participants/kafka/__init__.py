@@ -23,6 +23,8 @@ Files:
   the record format (headers, checksum).
 - copy.py: the commit copy: staged records to the target topics in one transaction, and
   the copy group's offsets that tell a retry (or an abort) what already happened.
+- jvm_copy.py, jvm/StagedCopy.java: the same copy in a JVM, for large loads (the Java
+  client copies a record in a fraction of one Python call's time); Python drives it.
 - reader.py: reading a topic as consumers do (verify, tests).
 - participant.py: KafkaParticipant, the driver side (stage, prepare, commit, abort).
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import logging
 import time
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ... import failpoints
-from .client import patiently, _produce, request_timeout_s
+from .client import _produce, kafka_client, patiently, request_timeout_s
 
 _log = logging.getLogger("twophase.kafka.copy")
 PROGRESS_EVERY_S = 30  # a long copy says how far it got
@@ -99,7 +99,7 @@ class _StagedFilter:
 
 
 def _copy(producer, consumer, load_id: str, topics, copies: list[dict], expected: int,
-          deadline) -> dict[str, tuple[int, int]]:
+          deadline: float, progress: _Progress) -> dict[str, tuple[int, int]]:
     """Copy every staged range to its target topic; {staging topic: (records, checksum)}."""
     by_staging = {t.staging_topic: t for t in topics}
     filters = {c["staging_topic"]: _StagedFilter(load_id, c["attempts"],
@@ -113,7 +113,6 @@ def _copy(producer, consumer, load_id: str, topics, copies: list[dict], expected
     copied = 0
     half = (expected + 1) // 2
     send = producer.produce
-    progress = _Progress(consumer, [*target_of, *dict.fromkeys(target_of.values())], expected)
     while last:
         if time.monotonic() > deadline:
             raise _CopyTimedOut(f"copied {copied} of {expected} records before the deadline")
@@ -153,6 +152,44 @@ def _copy(producer, consumer, load_id: str, topics, copies: list[dict], expected
     if time.monotonic() > deadline:
         raise _CopyTimedOut(f"copied all {copied} records, but only after the deadline")
     return {s: (n, checksum % (1 << 64)) for s, (n, checksum) in counts.items()}
+
+
+def progress_of(consumer, copies: list[dict], expected: int) -> _Progress:
+    """The progress report of a copy: its staging topics, then its target topics."""
+    staging = [c["staging_topic"] for c in copies]
+    return _Progress(consumer, [*staging, *dict.fromkeys(c["topic"] for c in copies)], expected)
+
+
+class PythonCopy:
+    """The copy transaction in this process: librdkafka's transactional producer, one
+    Python call per record (_copy). The steps are jvm_copy.JvmCopy's."""
+
+    def __init__(self, producer, consumer, bootstrap: str, group: str):
+        """`consumer`: of the copy's `group`, whose offsets the transaction commits."""
+        self.producer, self.consumer, self.bootstrap, self.group = producer, consumer, bootstrap, group
+        self.job = ()
+
+    def start(self, load_id: str, topics, copies: list[dict], expected: int, timeout_s: float) -> None:
+        """Fence and abort an earlier attempt's open transaction."""
+        self.job = (load_id, topics, copies, expected)
+        self.producer.init_transactions(timeout_s)
+
+    def copy(self, progress: _Progress, deadline: float) -> dict[str, tuple[int, int]]:
+        self.producer.begin_transaction()
+        return _copy(self.producer, self.consumer, *self.job, deadline, progress)
+
+    def abort(self, timeout_s: float) -> None:
+        self.producer.abort_transaction(timeout_s)
+
+    def commit(self, offsets: list[tuple[str, list]], timeout_s: float) -> None:
+        """Put each group's offsets (group id, TopicPartitions) in the transaction, commit it."""
+        for group, tps in offsets:
+            if group == self.group:
+                self.producer.send_offsets_to_transaction(tps, self.consumer.consumer_group_metadata(), 60)
+                continue
+            with kafka_client(Consumer, self.bootstrap, **{"group.id": group, "enable.auto.commit": False}) as other:
+                self.producer.send_offsets_to_transaction(tps, other.consumer_group_metadata(), 60)
+        self.producer.commit_transaction(timeout_s)
 
 
 def _copy_committed(consumer, copies: list[dict], copy_id: str) -> bool:

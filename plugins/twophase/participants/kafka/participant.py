@@ -3,6 +3,7 @@ docstring tells the protocol."""
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import datetime, timezone
 
@@ -17,12 +18,15 @@ from ...server_errors import kafka_unreachable
 from ..contract import Participant, Staging
 from .budget import over_budget
 from .client import (_PRODUCER_BASE, _connected, patiently, _size_settings, ensure_topics, kafka_client, request_timeout_s, topic_setting)
-from .copy import _COPY_CONSUMER, _aborted, _copies, _copy, _copy_committed, _CopyTimedOut, _mark_aborted
+from . import jvm_copy
+from .copy import (_COPY_CONSUMER, PythonCopy, _aborted, _copies, _copy_committed, _CopyTimedOut, _mark_aborted,
+                   progress_of)
 from .reader import count_topic_by_load
 from .target import KafkaTarget
 from .writer import KafkaWriter
 
 NAME = "kafka"
+_log = logging.getLogger("twophase.kafka.copy")
 _FENCE_TIMEOUT_MS = 60_000  # transaction.timeout.ms of abort's fencing producer (below any broker's limit)
 
 
@@ -199,9 +203,20 @@ class KafkaParticipant(Participant):
         consumer_settings = {"group.id": self.copy_id, "enable.auto.commit": False,
                              "isolation.level": "read_committed", "auto.offset.reset": "error", **_COPY_CONSUMER}
         try:
-            with kafka_client(Producer, self.bootstrap, **producer_settings) as producer, \
-                    kafka_client(Consumer, self.bootstrap, **consumer_settings) as consumer:
-                return self._commit(vote, _connected(producer), _connected(consumer))
+            with kafka_client(Consumer, self.bootstrap, **consumer_settings) as consumer:
+                _connected(consumer)
+                try:
+                    argv = jvm_copy.command(vote.count)
+                    if argv:
+                        _log.info("commit copy: %d records, in a JVM", vote.count)
+                        with jvm_copy.JvmCopy(argv, self.bootstrap, self.copy_id, self.transaction_timeout_ms,
+                                              vote.committable.get("max_message_bytes")) as txn:
+                            return self._commit(vote, txn, consumer)
+                except jvm_copy.JvmUnavailable as exc:
+                    _log.warning("commit copy: %s; copying in Python instead", exc)
+                with kafka_client(Producer, self.bootstrap, **producer_settings) as producer:
+                    return self._commit(vote, PythonCopy(_connected(producer), consumer, self.bootstrap, self.copy_id),
+                                        consumer)
         except ServerUnreachable as exc:
             return Outcome(self.name, Kind.RETRY_LATER, str(exc))
 
@@ -214,28 +229,31 @@ class KafkaParticipant(Participant):
         self.carried = (source, fixed)
         return True
 
-    def _commit_source_offsets(self, producer: Producer | None) -> None:
-        """The carried source offsets: into the open transaction (`producer`), or plainly
-        (the source's own mirror)."""
+    def _source_offsets(self) -> list[tuple[str, list]]:
+        """The carried source's group and its offsets, for the copy transaction."""
         if self.carried is None:
-            return
+            return []
         source, fixed = self.carried
-        if producer is None:
+        return [(source.group, source.offsets(fixed))]
+
+    def _mirror_source_offsets(self) -> None:
+        """The carried source's offsets committed plainly (the load copies no record)."""
+        if self.carried is not None:
             from ...sources.kafka import KafkaReader
 
+            source, fixed = self.carried
             KafkaReader(source, self.bootstrap).mirror(fixed)
-            return
-        with source.group_consumer(self.bootstrap) as consumer:
-            producer.send_offsets_to_transaction(source.offsets(fixed), consumer.consumer_group_metadata(), 60)
 
-    def _commit(self, vote: Vote, producer: Producer, consumer: Consumer) -> Outcome:
+    def _commit(self, vote: Vote, txn, consumer: Consumer) -> Outcome:
+        """The copy transaction's steps, in this process or in a JVM (`txn`: copy.PythonCopy
+        or jvm_copy.JvmCopy)."""
         copies = _copies(vote.committable, vote.count)
         timeout_s = self.transaction_timeout_ms / 1000
         topics = ", ".join(c["topic"] for c in copies)
         in_transaction, began = False, None
         try:
             try:
-                producer.init_transactions(2 * request_timeout_s())  # fences and aborts a crashed earlier copy
+                txn.start(self.load_id, self.topics, copies, vote.count, 2 * request_timeout_s())
             except KafkaException as exc:
                 if exc.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT:
                     return Outcome(self.name, Kind.FAILED, (
@@ -252,41 +270,37 @@ class KafkaParticipant(Participant):
                 return Outcome(self.name, Kind.FAILED, f"the load was aborted: its staged records are never "
                                f"published to {topics}")
             if not any(c["ranges"] for c in copies):
-                self._commit_source_offsets(None)
+                self._mirror_source_offsets()
                 return Outcome(self.name, Kind.DONE, counts={"records": 0, "topic": topics},
                                visible={c["topic"]: 0 for c in copies})
             problem = self._target_missing() or self.check_ranges(vote.committable, vote.count)
             if problem:
                 return Outcome(self.name, Kind.FAILED, problem)
-            producer.begin_transaction()
             in_transaction, began = True, time.monotonic()
-            copied = _copy(producer, consumer, self.load_id, self.topics, copies, vote.count,
-                           time.monotonic() + timeout_s * 0.9)
+            copied = txn.copy(progress_of(consumer, copies, vote.count), began + timeout_s * 0.9)
             wrong = [f"{c['topic']}: copy found {copied[c['staging_topic']][0]} records (checksum "
                      f"{copied[c['staging_topic']][1]}) of this load in staging, but the vote staged {c['records']} "
                      f"(checksum {c['checksum']})" for c in copies
                      if copied[c["staging_topic"]] != (c["records"], c["checksum"])]
             if wrong:
-                producer.abort_transaction(2 * request_timeout_s())
+                txn.abort(2 * request_timeout_s())
                 in_transaction = False
                 return Outcome(self.name, Kind.FAILED, "; ".join(wrong))
             offsets = [TopicPartition(c["staging_topic"], int(p), r[1] + 1) for c in copies for p, r in c["ranges"].items()]
-            producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 60)
-            self._commit_source_offsets(producer)
-            producer.commit_transaction(timeout_s)
+            txn.commit([(self.copy_id, offsets), *self._source_offsets()], timeout_s)
             in_transaction = False
             failpoints.hit("kafka.copy_committed")
             return Outcome(self.name, Kind.DONE, counts={"records": sum(n for n, _ in copied.values()), "topic": topics},
                            visible={c["topic"]: copied[c["staging_topic"]][0] for c in copies})
         except _CopyTimedOut as exc:
-            producer.abort_transaction(2 * request_timeout_s())
+            txn.abort(2 * request_timeout_s())
             in_transaction = False
             return Outcome(self.name, Kind.FAILED, self._timeout_advice(f"was too short: {exc}"))
         except KafkaException as exc:
             err = exc.args[0]
             if in_transaction and err.txn_requires_abort():
                 try:
-                    producer.abort_transaction(2 * request_timeout_s())
+                    txn.abort(2 * request_timeout_s())
                 except KafkaException:
                     pass
             outlived = began is not None and time.monotonic() - began >= timeout_s

@@ -1,0 +1,293 @@
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.zip.CRC32;
+
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.ApiException;
+import org.apache.kafka.common.errors.ProducerFencedException;
+import org.apache.kafka.common.errors.RetriableException;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.protocol.Errors;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+/**
+ * The commit copy of jvm_copy.py, in a JVM: the same copy as copy.py's _copy (a load's
+ * staged records to its target topics inside one Kafka transaction), at the Java client's
+ * speed. Python drives it and keeps every decision: what to copy, whether the counts and
+ * checksums match, whether to commit.
+ *
+ * Standard input: the job (lines "name value...", fields tab-separated, free text in hex),
+ * up to "end"; then one command per line: copy, abort, commit (after "offset" lines), quit.
+ * Standard output: one event per line (ready, progress, half, copied, timed_out, aborted,
+ * committed, error). The end of standard input (Python gone: a crash, a kill) halts the JVM
+ * at once, whatever it was doing: a copy is committed only on Python's word.
+ */
+public final class StagedCopy {
+    private static final PrintStream OUT = new PrintStream(System.out, true, StandardCharsets.UTF_8);
+    private static final HexFormat HEX = HexFormat.of();
+
+    private final Properties producerConf = new Properties();
+    private final Properties consumerConf = new Properties();
+    private final Map<String, List<Header>> headers = new HashMap<>();    // staging topic -> the targets' headers
+    private final Map<TopicPartition, long[]> ranges = new HashMap<>();   // staging partition -> {first, last}
+    private final Map<String, String> targetOf = new HashMap<>();         // staging topic -> target topic
+    private final Map<String, Boolean> dense = new HashMap<>();           // staging topic -> no filtering needed
+    private final Map<String, Map<String, String>> winners = new HashMap<>(); // staging -> part -> attempt
+    private byte[] loadId = new byte[0];
+    private long expected;
+    private long deadlineMs;  // set by the copy command
+
+    public static void main(String[] args) throws Exception {
+        BlockingQueue<String> lines = new LinkedBlockingQueue<>();
+        Thread reader = new Thread(() -> {
+            try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+                for (String line; (line = in.readLine()) != null; ) {
+                    lines.add(line);
+                }
+            } catch (Exception ignored) {
+                // the same as the end of input
+            }
+            Runtime.getRuntime().halt(3);
+        });
+        reader.setDaemon(true);
+        reader.start();
+        StagedCopy copy = new StagedCopy();
+        for (String line; !(line = lines.take()).equals("end"); ) {
+            copy.read(line.split("\t", -1));
+        }
+        copy.run(lines);
+    }
+
+    private void read(String[] f) {
+        switch (f[0]) {
+            case "producer" -> producerConf.put(f[1], f[2]);
+            case "consumer" -> consumerConf.put(f[1], f[2]);
+            case "header" -> headers.get(f[1]).add(new RecordHeader(text(f[2]), HEX.parseHex(f[3])));
+            case "load" -> loadId = HEX.parseHex(f[1]);
+            case "expected" -> expected = Long.parseLong(f[1]);
+            case "topic" -> {  // staging, target, dense
+                targetOf.put(f[1], f[2]);
+                dense.put(f[1], f[3].equals("1"));
+                winners.put(f[1], new HashMap<>());
+                headers.put(f[1], new ArrayList<>());
+            }
+            case "range" -> ranges.put(new TopicPartition(f[1], Integer.parseInt(f[2])),
+                                       new long[] {Long.parseLong(f[3]), Long.parseLong(f[4])});
+            case "winner" -> winners.get(f[1]).put(text(f[2]), text(f[3]));
+            default -> throw new IllegalArgumentException("unknown job line: " + f[0]);
+        }
+    }
+
+    private void run(BlockingQueue<String> commands) throws InterruptedException {
+        KafkaProducer<byte[], byte[]> producer = null;
+        boolean open = false;
+        try {
+            producer = new KafkaProducer<>(producerConf, new ByteArraySerializer(), new ByteArraySerializer());
+            producer.initTransactions();
+            say("ready");
+            for (String command; !(command = commands.take()).equals("quit"); ) {
+                String[] f = command.split("\t", -1);
+                switch (f[0]) {
+                    case "copy" -> {  // copy, milliseconds left before the deadline
+                        deadlineMs = System.currentTimeMillis() + Long.parseLong(f[1]);
+                        producer.beginTransaction();
+                        open = true;
+                        copy(producer);
+                    }
+                    case "abort" -> {
+                        producer.abortTransaction();
+                        open = false;
+                        say("aborted");
+                    }
+                    case "commit" -> {
+                        commit(producer, commands);
+                        open = false;
+                        say("committed");
+                    }
+                    default -> throw new IllegalArgumentException("unknown command: " + command);
+                }
+            }
+        } catch (RuntimeException e) {
+            fail(e, producer, open);
+        } finally {
+            if (producer != null) {
+                producer.close(Duration.ZERO);
+            }
+        }
+        OUT.flush();
+        System.exit(0);
+    }
+
+    private void copy(KafkaProducer<byte[], byte[]> producer) {
+        Map<String, long[]> counts = new HashMap<>();  // staging topic -> {records, checksum}
+        for (String staging : targetOf.keySet()) {
+            counts.put(staging, new long[2]);
+        }
+        Map<TopicPartition, Long> last = new HashMap<>();
+        ranges.forEach((tp, range) -> last.put(tp, range[1]));
+        long copied = 0;
+        long half = (expected + 1) / 2;
+        long reported = System.currentTimeMillis();
+        CRC32 crc = new CRC32();
+        try (KafkaConsumer<byte[], byte[]> consumer =
+                     new KafkaConsumer<>(consumerConf, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+            consumer.assign(ranges.keySet());
+            ranges.forEach((tp, range) -> consumer.seek(tp, range[0]));
+            while (!last.isEmpty()) {
+                long now = System.currentTimeMillis();
+                if (now > deadlineMs) {
+                    say("timed_out\t" + copied + "\t0");
+                    return;
+                }
+                if (now - reported >= 1000) {
+                    reported = now;
+                    say("progress\t" + copied + "\t" + pending(last));
+                }
+                ConsumerRecords<byte[], byte[]> batch = consumer.poll(Duration.ofMillis(100));
+                for (TopicPartition tp : batch.partitions()) {
+                    Long end = last.get(tp);
+                    if (end == null) {
+                        continue;
+                    }
+                    String staging = tp.topic();
+                    String target = targetOf.get(staging);
+                    List<Header> published = headers.get(staging);
+                    boolean all = dense.get(staging);
+                    long[] tally = counts.get(staging);
+                    for (ConsumerRecord<byte[], byte[]> record : batch.records(tp)) {
+                        long offset = record.offset();
+                        if (offset > end) {
+                            break;
+                        }
+                        if (all || promotes(staging, record.headers().toArray())) {
+                            crc.reset();
+                            if (record.key() != null) {
+                                crc.update(record.key());
+                            }
+                            if (record.value() != null) {
+                                crc.update(record.value());
+                            }
+                            tally[0] += 1;
+                            tally[1] += crc.getValue();
+                            producer.send(new ProducerRecord<>(target, null, record.key(), record.value(), published));
+                            copied += 1;
+                            if (copied == half) {
+                                producer.flush();
+                                say("half\t" + copied);
+                            }
+                        }
+                        if (offset == end) {
+                            break;
+                        }
+                    }
+                    if (consumer.position(tp) > end) {
+                        last.remove(tp);
+                        consumer.pause(List.of(tp));
+                    }
+                }
+            }
+        }
+        producer.flush();
+        if (System.currentTimeMillis() > deadlineMs) {
+            say("timed_out\t" + copied + "\t1");
+            return;
+        }
+        StringBuilder line = new StringBuilder("copied");
+        counts.forEach((staging, tally) ->
+                line.append('\t').append(staging).append('\t').append(tally[0]).append('\t')
+                    .append(Long.toUnsignedString(tally[1])));
+        say(line.toString());
+    }
+
+    /** A staged record of this load, from the winning attempt of its Spark partition: the
+     *  headers KafkaWriter writes first are load_id, twophase.part, twophase.attempt. */
+    private boolean promotes(String staging, Header[] h) {
+        if (h.length < 3 || !Arrays.equals(h[0].value(), loadId)) {
+            return false;
+        }
+        String attempt = winners.get(staging).get(new String(h[1].value(), StandardCharsets.UTF_8));
+        return attempt != null && attempt.equals(new String(h[2].value(), StandardCharsets.UTF_8));
+    }
+
+    /** Commit: the offsets ("offset" lines: group, topic, partition, offset) go into the
+     *  transaction, then it commits. */
+    private void commit(KafkaProducer<byte[], byte[]> producer, BlockingQueue<String> commands)
+            throws InterruptedException {
+        Map<String, Map<TopicPartition, OffsetAndMetadata>> byGroup = new HashMap<>();
+        for (String line; !(line = commands.take()).equals("offsets_end"); ) {
+            String[] f = line.split("\t", -1);
+            byGroup.computeIfAbsent(text(f[1]), g -> new HashMap<>())
+                   .put(new TopicPartition(f[2], Integer.parseInt(f[3])), new OffsetAndMetadata(Long.parseLong(f[4])));
+        }
+        for (Map.Entry<String, Map<TopicPartition, OffsetAndMetadata>> group : byGroup.entrySet()) {
+            producer.sendOffsetsToTransaction(group.getValue(), new ConsumerGroupMetadata(group.getKey()));
+        }
+        producer.commitTransaction();
+    }
+
+    private static String pending(Map<TopicPartition, Long> last) {
+        StringBuilder out = new StringBuilder();
+        for (TopicPartition tp : last.keySet()) {
+            out.append(out.length() == 0 ? "" : ",").append(tp.topic()).append(':').append(tp.partition());
+        }
+        return out.toString();
+    }
+
+    /** An error as Kafka's protocol code (librdkafka uses the same numbers) and its kind,
+     *  read from the first ApiException among its causes (the client wraps some); the
+     *  client's own timeouts as librdkafka's _TIMED_OUT (-185). */
+    private static void fail(RuntimeException e, KafkaProducer<byte[], byte[]> producer, boolean open) {
+        Throwable cause = e;
+        while (!(cause instanceof ApiException) && cause.getCause() != null) {
+            cause = cause.getCause();
+        }
+        int code = cause instanceof org.apache.kafka.common.errors.TimeoutException ? -185
+                : cause instanceof ApiException ? Errors.forException(cause).code() : -1;
+        boolean fatal = cause instanceof ProducerFencedException
+                || cause instanceof org.apache.kafka.common.errors.InvalidProducerEpochException
+                || cause instanceof org.apache.kafka.common.errors.AuthorizationException;
+        boolean retriable = cause instanceof RetriableException;
+        String message = e.getClass().getSimpleName() + ": " + e.getMessage();
+        if (code == -1 && message.contains(Errors.INVALID_TRANSACTION_TIMEOUT.message())) {
+            code = Errors.INVALID_TRANSACTION_TIMEOUT.code();  // initTransactions says it in words only
+        }
+        if (open && !fatal) {  // an open transaction would hold back the targets' read_committed readers
+            try {
+                producer.abortTransaction();
+            } catch (RuntimeException again) {
+                message += " (and aborting the transaction failed: " + again.getMessage() + ")";
+            }
+        }
+        say("error\t" + code + "\t" + (fatal ? 1 : 0) + "\t" + (retriable ? 1 : 0) + "\t"
+            + HEX.formatHex(message.getBytes(StandardCharsets.UTF_8)));
+    }
+
+    private static String text(String hex) {
+        return new String(HEX.parseHex(hex), StandardCharsets.UTF_8);
+    }
+
+    private static void say(String event) {
+        OUT.println(event);
+    }
+}

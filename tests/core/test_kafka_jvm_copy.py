@@ -1,0 +1,67 @@
+"""The Kafka commit copy in a JVM (kafka/jvm_copy.py) beside the one in this process.
+
+The contract suite runs every participant test against it too (harness `kafka-jvm`), the
+crash matrix kills its driver mid-copy and after its commit ("jvm: " cases), and
+test_refusals runs the copy's timeouts in both. Here:
+
+- a copy large enough for the JVM takes it, and publishes exactly the staged records,
+  headers and all, as the Python copy does;
+- where the JVM cannot run (a JDK's java refuses its options, the classes do not compile
+  against the classpath), the copy runs in Python, and the task log says why.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from support import header, make_df, make_spec, read_topic, table_of, topic_of
+from twophase.participants.kafka import jvm_copy
+from twophase.protocol import coordinator
+from twophase.protocol.states import State
+from support import count_table_rows
+
+ROWS = 3000
+
+
+def _load(spark, txlog, conns, target):
+    spec = make_spec(target)
+    coordinator.begin(txlog, spec)
+    coordinator.prepare(txlog, conns, spec.load_id, make_df(spark, ROWS))
+    assert coordinator.vote(txlog, conns, spec.load_id).state == State.COMMITTING
+    coordinator.commit(txlog, conns, spec.load_id)
+    load = txlog.get(spec.load_id)
+    assert load.state == State.COMMITTED, load.reason
+    return spec
+
+
+def test_a_copy_over_the_threshold_runs_in_a_jvm_and_publishes_what_was_staged(spark, txlog, conns, target,
+                                                                              monkeypatch, caplog):
+    monkeypatch.setenv(jvm_copy.MIN_RECORDS_ENV, str(ROWS))
+    with caplog.at_level(logging.INFO, logger="twophase.kafka.copy"):
+        spec = _load(spark, txlog, conns, target)
+    assert f"commit copy: {ROWS} records, in a JVM" in caplog.text
+    records = read_topic(conns.kafka_bootstrap, topic_of(spec).topic)
+    assert len(records) == ROWS and {header(m, "load_id") for m in records} == {spec.load_id}
+    assert sorted(m.key().decode() for m in records) == [f"c{i:06d}" for i in range(ROWS)]
+    assert count_table_rows(conns.pg_dsn, table_of(spec).table, spec.load_id) == ROWS
+    assert "copying in Python instead" not in caplog.text
+
+
+@pytest.mark.parametrize("broken", ["java refuses its options", "classes do not compile"])
+def test_where_the_jvm_cannot_run_the_copy_runs_in_python_and_says_why(spark, txlog, conns, target, monkeypatch,
+                                                                       caplog, tmp_path, broken):
+    monkeypatch.setenv(jvm_copy.MIN_RECORDS_ENV, "0")
+    if broken == "java refuses its options":
+        monkeypatch.setenv(jvm_copy.JAVA_OPTIONS_ENV, "-XX:+NoSuchOption")
+        says = "Unrecognized VM option 'NoSuchOption'"
+    else:
+        monkeypatch.setenv(jvm_copy.CLASSPATH_ENV, str(tmp_path / "no-kafka-clients.jar"))
+        monkeypatch.setenv("TWOPHASE_CACHE_DIR", str(tmp_path))  # a fresh compile, not the cached classes
+        says = "compiling jvm/StagedCopy.java failed"
+    with caplog.at_level(logging.WARNING, logger="twophase.kafka.copy"):
+        spec = _load(spark, txlog, conns, target)
+    assert says in caplog.text and "copying in Python instead" in caplog.text, caplog.text
+    records = read_topic(conns.kafka_bootstrap, topic_of(spec).topic)
+    assert len(records) == ROWS and {header(m, "load_id") for m in records} == {spec.load_id}
