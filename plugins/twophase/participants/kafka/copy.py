@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
@@ -160,23 +161,33 @@ def progress_of(consumer, copies: list[dict], expected: int) -> _Progress:
     return _Progress(consumer, [*staging, *dict.fromkeys(c["topic"] for c in copies)], expected)
 
 
+@dataclass(frozen=True)
+class CopyJob:
+    """What a copy transaction copies: the load's staged ranges (_copies) to its topics."""
+
+    load_id: str
+    topics: list  # the participant's KafkaTargets
+    copies: list[dict]
+    expected: int  # records, all copies together
+
+
 class PythonCopy:
     """The copy transaction in this process: librdkafka's transactional producer, one
     Python call per record (_copy). The steps are jvm_copy.JvmCopy's."""
 
-    def __init__(self, producer, consumer, bootstrap: str, group: str):
+    def __init__(self, job: CopyJob, producer, consumer, bootstrap: str, group: str):
         """`consumer`: of the copy's `group`, whose offsets the transaction commits."""
-        self.producer, self.consumer, self.bootstrap, self.group = producer, consumer, bootstrap, group
-        self.job = ()
+        self.job, self.producer, self.consumer, self.bootstrap, self.group = job, producer, consumer, bootstrap, group
 
-    def start(self, load_id: str, topics, copies: list[dict], expected: int, timeout_s: float) -> None:
+    def start(self, timeout_s: float) -> None:
         """Fence and abort an earlier attempt's open transaction."""
-        self.job = (load_id, topics, copies, expected)
         self.producer.init_transactions(timeout_s)
 
     def copy(self, progress: _Progress, deadline: float) -> dict[str, tuple[int, int]]:
         self.producer.begin_transaction()
-        return _copy(self.producer, self.consumer, *self.job, deadline, progress)
+        job = self.job
+        return _copy(self.producer, self.consumer, job.load_id, job.topics, job.copies, job.expected, deadline,
+                     progress)
 
     def abort(self, timeout_s: float) -> None:
         self.producer.abort_transaction(timeout_s)

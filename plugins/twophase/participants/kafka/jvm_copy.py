@@ -33,7 +33,7 @@ from confluent_kafka import KafkaError, KafkaException
 from ... import failpoints
 from ...errors import one_line
 from .client import request_timeout_s
-from .copy import _CopyTimedOut, _Progress, _StagedFilter
+from .copy import CopyJob, _CopyTimedOut, _Progress, _StagedFilter
 from .writer import public_headers
 
 _log = logging.getLogger("twophase.kafka.copy")
@@ -43,6 +43,7 @@ JAVA_OPTIONS_ENV = "TWOPHASE_KAFKA_COPY_JAVA_OPTIONS"
 SOURCE = Path(__file__).with_name("jvm") / "StagedCopy.java"
 # A small heap is plenty: the producer's buffer is capped at 64 MiB and a poll at 10,000 records.
 # The JIT's full tiers: C1 alone (quicker to start) copied 5M records in 12.8 s instead of 5.3 s.
+START_S = 30  # at most, for a JVM to start (it takes about half a second)
 _JAVA_OPTIONS = "-Xms64m -Xmx512m -XX:+UseParallelGC"
 
 
@@ -105,9 +106,10 @@ class JvmCopy:
     """One commit copy's JVM, driven over its standard input and output (a context
     manager). Its methods are the copy transaction's steps, as copy.PythonCopy's."""
 
-    def __init__(self, argv: list[str], bootstrap: str, copy_id: str, transaction_timeout_ms: int,
+    def __init__(self, job: CopyJob, argv: list[str], bootstrap: str, copy_id: str, transaction_timeout_ms: int,
                  max_message_bytes: int | None):
-        """`argv`: command()'s."""
+        """`argv`: command()'s. The JVM starts on entry, and makes ready at once (start()
+        waits for it): its start overlaps this process's own steps."""
         timeout_ms = int(request_timeout_s() * 1000)
         batch = min(1 << 20, max_message_bytes) if max_message_bytes else 1 << 20
         self.producer = {
@@ -121,7 +123,7 @@ class JvmCopy:
             "enable.auto.commit": "false", "isolation.level": "read_committed", "auto.offset.reset": "none",
             "max.poll.records": 10_000, "max.partition.fetch.bytes": 8 << 20, "request.timeout.ms": timeout_ms,
             "default.api.timeout.ms": 2 * timeout_ms}
-        self.argv = argv
+        self.job, self.argv = job, argv
         self.ready = False
         self.process = None
         self.events: queue.Queue[str | None] = queue.Queue()
@@ -134,6 +136,10 @@ class JvmCopy:
                                             stderr=subprocess.PIPE, text=True, bufsize=1)
         except OSError as exc:
             raise JvmUnavailable(f"{self.argv[0]} does not start: {exc}") from None
+        try:
+            self._send(*self._job())
+        except OSError:
+            pass  # it ended at once: start() says why
         threading.Thread(target=self._pump, args=(self.process.stdout, self.events.put), daemon=True).start()
         self.errors = threading.Thread(target=self._pump, args=(self.process.stderr, self._stderr), daemon=True)
         self.errors.start()
@@ -198,23 +204,27 @@ class JvmCopy:
                 return fields
 
     # -- the copy transaction's steps -----------------------------------------------------
-    def start(self, load_id: str, topics, copies: list[dict], expected: int, timeout_s: float) -> None:
-        """Hand the JVM its job; it fences and aborts an earlier attempt's open transaction."""
-        by_staging = {t.staging_topic: t for t in topics}
-        job = [f"producer\t{k}\t{v}" for k, v in self.producer.items()]
-        job += [f"consumer\t{k}\t{v}" for k, v in self.consumer.items()]
-        job += [f"load\t{_hex(load_id)}", f"expected\t{expected}"]
-        for c in copies:
+    def _job(self) -> list[str]:
+        """The job's lines (jvm/StagedCopy.java reads them)."""
+        job, by_staging = self.job, {t.staging_topic: t for t in self.job.topics}
+        lines = [f"producer\t{k}\t{v}" for k, v in self.producer.items()]
+        lines += [f"consumer\t{k}\t{v}" for k, v in self.consumer.items()]
+        lines += [f"load\t{_hex(job.load_id)}", f"expected\t{job.expected}"]
+        for c in job.copies:
             ranges = {int(p): r for p, r in c["ranges"].items()}
-            dense = _StagedFilter(load_id, c["attempts"], ranges, c["records"]).dense
-            job.append(f"topic\t{c['staging_topic']}\t{c['topic']}\t{int(dense)}")
-            job += [f"header\t{c['staging_topic']}\t{_hex(name)}\t{value.hex()}"
-                    for name, value in public_headers(load_id, by_staging[c["staging_topic"]].headers)]
-            job += [f"range\t{c['staging_topic']}\t{p}\t{first_}\t{last}" for p, (first_, last) in ranges.items()]
-            job += [f"winner\t{c['staging_topic']}\t{_hex(part)}\t{_hex(attempt)}"
-                    for part, attempt in c["attempts"].items()]
-        self._send(*job, "end")
-        self._await("ready", timeout_s)
+            dense = _StagedFilter(job.load_id, c["attempts"], ranges, c["records"]).dense
+            lines.append(f"topic\t{c['staging_topic']}\t{c['topic']}\t{int(dense)}")
+            lines += [f"header\t{c['staging_topic']}\t{_hex(name)}\t{value.hex()}"
+                      for name, value in public_headers(job.load_id, by_staging[c["staging_topic"]].headers)]
+            lines += [f"range\t{c['staging_topic']}\t{p}\t{first}\t{last}" for p, (first, last) in ranges.items()]
+            lines += [f"winner\t{c['staging_topic']}\t{_hex(part)}\t{_hex(attempt)}"
+                      for part, attempt in c["attempts"].items()]
+        return [*lines, "end"]
+
+    def start(self, timeout_s: float) -> None:
+        """Wait for the JVM to be ready: it fenced and aborted an earlier attempt's open
+        transaction (its client's `timeout_s`, plus the JVM's own start)."""
+        self._await("ready", timeout_s + START_S)
         self.ready = True
 
     def copy(self, progress: _Progress, deadline: float) -> dict[str, tuple[int, int]]:

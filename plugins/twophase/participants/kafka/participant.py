@@ -19,7 +19,7 @@ from ..contract import Participant, Staging
 from .budget import over_budget
 from .client import (_PRODUCER_BASE, _connected, patiently, _size_settings, ensure_topics, kafka_client, request_timeout_s, topic_setting)
 from . import jvm_copy
-from .copy import (_COPY_CONSUMER, PythonCopy, _aborted, _copies, _copy_committed, _CopyTimedOut, _mark_aborted,
+from .copy import (_COPY_CONSUMER, CopyJob, PythonCopy, _aborted, _copies, _copy_committed, _CopyTimedOut, _mark_aborted,
                    progress_of)
 from .reader import count_topic_by_load
 from .target import KafkaTarget
@@ -202,21 +202,22 @@ class KafkaParticipant(Participant):
                              "transaction.timeout.ms": self.transaction_timeout_ms}
         consumer_settings = {"group.id": self.copy_id, "enable.auto.commit": False,
                              "isolation.level": "read_committed", "auto.offset.reset": "error", **_COPY_CONSUMER}
+        job = CopyJob(self.load_id, self.topics, _copies(vote.committable, vote.count), vote.count)
         try:
-            with kafka_client(Consumer, self.bootstrap, **consumer_settings) as consumer:
-                _connected(consumer)
-                try:
-                    argv = jvm_copy.command(vote.count)
-                    if argv:
-                        _log.info("commit copy: %d records, in a JVM", vote.count)
-                        with jvm_copy.JvmCopy(argv, self.bootstrap, self.copy_id, self.transaction_timeout_ms,
-                                              vote.committable.get("max_message_bytes")) as txn:
-                            return self._commit(vote, txn, consumer)
-                except jvm_copy.JvmUnavailable as exc:
-                    _log.warning("commit copy: %s; copying in Python instead", exc)
-                with kafka_client(Producer, self.bootstrap, **producer_settings) as producer:
-                    return self._commit(vote, PythonCopy(_connected(producer), consumer, self.bootstrap, self.copy_id),
-                                        consumer)
+            try:
+                argv = jvm_copy.command(vote.count)
+                if argv:
+                    _log.info("commit copy: %d records, in a JVM", vote.count)
+                    with jvm_copy.JvmCopy(job, argv, self.bootstrap, self.copy_id, self.transaction_timeout_ms,
+                                          vote.committable.get("max_message_bytes")) as txn, \
+                            kafka_client(Consumer, self.bootstrap, **consumer_settings) as consumer:
+                        return self._commit(vote, txn, _connected(consumer))
+            except jvm_copy.JvmUnavailable as exc:
+                _log.warning("commit copy: %s; copying in Python instead", exc)
+            with kafka_client(Producer, self.bootstrap, **producer_settings) as producer, \
+                    kafka_client(Consumer, self.bootstrap, **consumer_settings) as consumer:
+                txn = PythonCopy(job, _connected(producer), _connected(consumer), self.bootstrap, self.copy_id)
+                return self._commit(vote, txn, consumer)
         except ServerUnreachable as exc:
             return Outcome(self.name, Kind.RETRY_LATER, str(exc))
 
@@ -247,13 +248,13 @@ class KafkaParticipant(Participant):
     def _commit(self, vote: Vote, txn, consumer: Consumer) -> Outcome:
         """The copy transaction's steps, in this process or in a JVM (`txn`: copy.PythonCopy
         or jvm_copy.JvmCopy)."""
-        copies = _copies(vote.committable, vote.count)
+        copies = txn.job.copies
         timeout_s = self.transaction_timeout_ms / 1000
         topics = ", ".join(c["topic"] for c in copies)
         in_transaction, began = False, None
         try:
             try:
-                txn.start(self.load_id, self.topics, copies, vote.count, 2 * request_timeout_s())
+                txn.start(2 * request_timeout_s())
             except KafkaException as exc:
                 if exc.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT:
                     return Outcome(self.name, Kind.FAILED, (

@@ -11,6 +11,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.zip.CRC32;
 
@@ -57,18 +59,23 @@ public final class StagedCopy {
     private byte[] loadId = new byte[0];
     private long expected;
     private long deadlineMs;  // set by the copy command
+    private KafkaConsumer<byte[], byte[]> consumer;
 
     public static void main(String[] args) throws Exception {
         BlockingQueue<String> lines = new LinkedBlockingQueue<>();
         Thread reader = new Thread(() -> {
+            boolean quit = false;
             try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
                 for (String line; (line = in.readLine()) != null; ) {
+                    quit = line.equals("quit");
                     lines.add(line);
                 }
             } catch (Exception ignored) {
                 // the same as the end of input
             }
-            Runtime.getRuntime().halt(3);
+            if (!quit) {  // the driver is gone: stop now, whatever the copy was doing
+                Runtime.getRuntime().halt(3);
+            }
         });
         reader.setDaemon(true);
         reader.start();
@@ -101,10 +108,12 @@ public final class StagedCopy {
 
     private void run(BlockingQueue<String> commands) throws InterruptedException {
         KafkaProducer<byte[], byte[]> producer = null;
+        CompletableFuture<KafkaConsumer<byte[], byte[]>> opening = CompletableFuture.supplyAsync(this::open);
         boolean open = false;
         try {
             producer = new KafkaProducer<>(producerConf, new ByteArraySerializer(), new ByteArraySerializer());
             producer.initTransactions();
+            consumer = opened(opening);
             say("ready");
             for (String command; !(command = commands.take()).equals("quit"); ) {
                 String[] f = command.split("\t", -1);
@@ -134,9 +143,28 @@ public final class StagedCopy {
             if (producer != null) {
                 producer.close(Duration.ZERO);
             }
+            opening.thenAccept(opened -> opened.close(Duration.ZERO));
         }
         OUT.flush();
         System.exit(0);
+    }
+
+    /** The copy's consumer, at the start of every staged range (opened while the producer
+     *  starts its transactions: the two start in half the time of one after the other). */
+    private KafkaConsumer<byte[], byte[]> open() {
+        KafkaConsumer<byte[], byte[]> opened =
+                new KafkaConsumer<>(consumerConf, new ByteArrayDeserializer(), new ByteArrayDeserializer());
+        opened.assign(ranges.keySet());
+        ranges.forEach((tp, range) -> opened.seek(tp, range[0]));
+        return opened;
+    }
+
+    private static KafkaConsumer<byte[], byte[]> opened(CompletableFuture<KafkaConsumer<byte[], byte[]>> opening) {
+        try {
+            return opening.join();
+        } catch (CompletionException e) {
+            throw e.getCause() instanceof RuntimeException cause ? cause : e;
+        }
     }
 
     private void copy(KafkaProducer<byte[], byte[]> producer) {
@@ -150,61 +178,56 @@ public final class StagedCopy {
         long half = (expected + 1) / 2;
         long reported = System.currentTimeMillis();
         CRC32 crc = new CRC32();
-        try (KafkaConsumer<byte[], byte[]> consumer =
-                     new KafkaConsumer<>(consumerConf, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
-            consumer.assign(ranges.keySet());
-            ranges.forEach((tp, range) -> consumer.seek(tp, range[0]));
-            while (!last.isEmpty()) {
-                long now = System.currentTimeMillis();
-                if (now > deadlineMs) {
-                    say("timed_out\t" + copied + "\t0");
-                    return;
+        while (!last.isEmpty()) {
+            long now = System.currentTimeMillis();
+            if (now > deadlineMs) {
+                say("timed_out\t" + copied + "\t0");
+                return;
+            }
+            if (now - reported >= 1000) {
+                reported = now;
+                say("progress\t" + copied + "\t" + pending(last));
+            }
+            ConsumerRecords<byte[], byte[]> batch = consumer.poll(Duration.ofMillis(100));
+            for (TopicPartition tp : batch.partitions()) {
+                Long end = last.get(tp);
+                if (end == null) {
+                    continue;
                 }
-                if (now - reported >= 1000) {
-                    reported = now;
-                    say("progress\t" + copied + "\t" + pending(last));
+                String staging = tp.topic();
+                String target = targetOf.get(staging);
+                List<Header> published = headers.get(staging);
+                boolean all = dense.get(staging);
+                long[] tally = counts.get(staging);
+                for (ConsumerRecord<byte[], byte[]> record : batch.records(tp)) {
+                    long offset = record.offset();
+                    if (offset > end) {
+                        break;
+                    }
+                    if (all || promotes(staging, record.headers().toArray())) {
+                        crc.reset();
+                        if (record.key() != null) {
+                            crc.update(record.key());
+                        }
+                        if (record.value() != null) {
+                            crc.update(record.value());
+                        }
+                        tally[0] += 1;
+                        tally[1] += crc.getValue();
+                        producer.send(new ProducerRecord<>(target, null, record.key(), record.value(), published));
+                        copied += 1;
+                        if (copied == half) {
+                            producer.flush();
+                            say("half\t" + copied);
+                        }
+                    }
+                    if (offset == end) {
+                        break;
+                    }
                 }
-                ConsumerRecords<byte[], byte[]> batch = consumer.poll(Duration.ofMillis(100));
-                for (TopicPartition tp : batch.partitions()) {
-                    Long end = last.get(tp);
-                    if (end == null) {
-                        continue;
-                    }
-                    String staging = tp.topic();
-                    String target = targetOf.get(staging);
-                    List<Header> published = headers.get(staging);
-                    boolean all = dense.get(staging);
-                    long[] tally = counts.get(staging);
-                    for (ConsumerRecord<byte[], byte[]> record : batch.records(tp)) {
-                        long offset = record.offset();
-                        if (offset > end) {
-                            break;
-                        }
-                        if (all || promotes(staging, record.headers().toArray())) {
-                            crc.reset();
-                            if (record.key() != null) {
-                                crc.update(record.key());
-                            }
-                            if (record.value() != null) {
-                                crc.update(record.value());
-                            }
-                            tally[0] += 1;
-                            tally[1] += crc.getValue();
-                            producer.send(new ProducerRecord<>(target, null, record.key(), record.value(), published));
-                            copied += 1;
-                            if (copied == half) {
-                                producer.flush();
-                                say("half\t" + copied);
-                            }
-                        }
-                        if (offset == end) {
-                            break;
-                        }
-                    }
-                    if (consumer.position(tp) > end) {
-                        last.remove(tp);
-                        consumer.pause(List.of(tp));
-                    }
+                if (consumer.position(tp) > end) {
+                    last.remove(tp);
+                    consumer.pause(List.of(tp));
                 }
             }
         }
