@@ -1,11 +1,15 @@
-"""Peak resident memory (RSS) of the Spark driver JVM and the Python workers.
+"""Peak memory of every process a load runs on: the Spark driver JVM, the Python workers,
+the bench's own Python process (the coordinator), the commit copy's JVM, the Kafka broker
+and the Postgres servers.
 
-A background thread polls /proc every `interval` seconds for the bench process's
-descendants: the JVM running SparkSubmit (the driver, with the local executor inside)
-and the Python processes running pyspark.daemon / pyspark.worker (summed: they run side
-by side; forked workers share some pages with the daemon, so the sum is an upper bound).
-The bench process itself (Python driver: coordinator, producers' callbacks) is reported
-too. `window()` gives the peaks seen while its block ran.
+A background thread polls /proc every `interval` seconds. Of the bench process's
+descendants: the JVM running SparkSubmit (the driver, with the local executor inside), the
+Python processes running pyspark.daemon / pyspark.worker (summed: they run side by side;
+forked workers share some pages with the daemon, so the sum is an upper bound), and the
+commit copy's JVM (StagedCopy). Of the machine: the Kafka broker (kafka.Kafka), and every
+postgres process, summed as proportional set size (PSS: the shared buffers each backend
+maps are counted once, not once per backend). The rest is resident set size (RSS).
+`window()` gives the peaks seen while its block ran.
 """
 
 from __future__ import annotations
@@ -15,20 +19,32 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-KINDS = ("jvm", "workers", "py_driver")
+KINDS = ("jvm", "workers", "py_driver", "copy_jvm", "kafka", "postgres")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def _parents() -> dict[int, int]:
-    parents = {}
+def _processes() -> dict[int, tuple[int, str]]:
+    """Every process: pid -> (parent pid, command name)."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 stat = (entry / "stat").read_text()
             except OSError:
                 continue
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    return parents
+            name, rest = stat.split(" (", 1)[1].rsplit(")", 1)
+            found[int(entry.name)] = (int(rest.split()[1]), name)
+    return found
+
+
+def _pss(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return 0
 
 
 def _rss(pid: int) -> int:
@@ -46,20 +62,29 @@ def _cmdline(pid: int) -> str:
 
 
 def sample(root: int) -> dict[str, int]:
-    """RSS in bytes by kind, now, over root's process tree."""
-    parents = _parents()
+    """Memory in bytes by kind, now: root's process tree, the broker, the Postgres servers."""
+    processes = _processes()
     tree, frontier = set(), {root}
     while frontier:
         tree |= frontier
-        frontier = {pid for pid, parent in parents.items() if parent in frontier and pid not in tree}
+        frontier = {pid for pid, (parent, _) in processes.items() if parent in frontier and pid not in tree}
     now = dict.fromkeys(KINDS, 0)
     now["py_driver"] = _rss(root)
-    for pid in tree - {root}:
-        cmd = _cmdline(pid)
-        if "org.apache.spark.deploy.SparkSubmit" in cmd:
-            now["jvm"] += _rss(pid)
-        elif "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
-            now["workers"] += _rss(pid)
+    for pid, (_, name) in processes.items():
+        if name == "postgres":
+            now["postgres"] += _pss(pid)
+        elif name == "java":
+            cmd = _cmdline(pid)
+            if pid in tree and "org.apache.spark.deploy.SparkSubmit" in cmd:
+                now["jvm"] += _rss(pid)
+            elif pid in tree and "StagedCopy" in cmd:
+                now["copy_jvm"] += _rss(pid)
+            elif " kafka.Kafka " in cmd:
+                now["kafka"] += _rss(pid)
+        elif pid in tree and pid != root:
+            cmd = _cmdline(pid)
+            if "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
+                now["workers"] += _rss(pid)
     return now
 
 

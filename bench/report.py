@@ -12,7 +12,7 @@ from .atomic import PHASES
 from .iceberg import PHASES as ICEBERG_PHASES
 from .staging import VARIANTS
 from .results import Run
-from .targets import Check
+from .targets import MEMORY_KINDS, Check
 
 LABELS = {
     R.SCAN: "scan of the input (noop writer; floor under every Spark contender)",
@@ -137,9 +137,10 @@ def _how() -> list[str]:
             "schema and load_id column, nothing else) and the participant's IcebergWriter; then its prepare() and "
             "commit(vote). The ratio compares the two passes; rows are checked after the clocks (the files' "
             "footers, a pyiceberg scan by load id). Each table is purged and its folder deleted.",
-            "- Memory: peak RSS, polled every 0.2 s, of the Spark driver JVM and of the Python workers (summed), "
-            "and of the bench's own Python process, while each Spark contender ran; the largest over the "
-            "repetitions.", ""]
+            "- Memory: peak, polled every 0.2 s, while each Spark contender ran, the largest over the repetitions: "
+            "RSS of the Spark driver JVM, of the Python workers (summed), of the bench's own Python process (the "
+            "coordinator), of the Kafka commit copy's JVM and of the Kafka broker; PSS of the Postgres servers' "
+            "processes, summed (bench/memory.py).", ""]
 
 
 def _across_sizes(runs: list[Run]) -> list[str]:
@@ -199,12 +200,12 @@ def _size(run: Run) -> list[str]:
     for label, key in [(label, key) for label, key in RATIO_ROWS if run.has(key)]:
         cells = [f"{run.median(ref) / run.median(key):.2f}" if run.has(ref) else "–" for ref in refs]
         out.append(f"| {label} | " + " | ".join(cells) + " |")
-    out += ["", "| peak RSS, MB | Spark driver JVM | Python workers (sum) | bench's Python process |",
-            "|---|---:|---:|---:|"]
+    out += ["", "| peak memory, MB | " + " | ".join(label for _, label in MEMORY_KINDS) + " |",
+            "|---|" + "---:|" * len(MEMORY_KINDS)]
     for group in R.RSS_GROUPS:
         name = "atomic load" if group == "atomic" else LABELS[group].split(" (")[0]
-        out.append(f"| {name} | {run.peak_rss(group, 'jvm') / MB:,.0f} | {run.peak_rss(group, 'workers') / MB:,.0f} "
-                   f"| {run.peak_rss(group, 'py_driver') / MB:,.0f} |")
+        out.append(f"| {name} | " + " | ".join(f"{run.peak_rss(group, kind) / MB:,.0f}" for kind, _ in MEMORY_KINDS)
+                   + " |")
     return out + [""]
 
 

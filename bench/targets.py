@@ -103,14 +103,20 @@ def _linear(shape: str, runs: list[Run]) -> Check:
                  shape, cells, ok, f"largest ÷ best smaller: {runs[-1].rate(key) / best_smaller:.2f}")
 
 
+MEMORY_KINDS = (("jvm", "Spark driver JVM"), ("workers", "Python workers"),
+                ("py_driver", "coordinator's Python process"), ("copy_jvm", "Kafka commit copy's JVM"),
+                ("kafka", "Kafka broker"), ("postgres", "Postgres servers (PSS)"))
+
+
 def _memory(shape: str, runs: list[Run]) -> list[Check]:
     checks = []
-    for kind, label in (("jvm", "Spark driver JVM"), ("workers", "Python workers")):
-        target = f"peak RSS of the {label} during the atomic load ÷ at the smallest size: ≤ 1.5"
+    for kind, label in MEMORY_KINDS:
+        target = f"peak memory of the {label} during the atomic load ÷ at the smallest size: ≤ 1.5"
         base = runs[0].peak_rss("atomic", kind)
         cells = {r.rows: f"{r.peak_rss('atomic', kind) / 2**20:,.0f} MB ({r.peak_rss('atomic', kind) / base:.2f}x)"
-                 if base else "–" for r in runs}
-        ok = None if len(runs) < 2 or not base else runs[-1].peak_rss("atomic", kind) <= 1.5 * base
+                 if base and r.peak_rss("atomic", kind) else "–" for r in runs}
+        ok = (None if len(runs) < 2 or not base or not runs[-1].peak_rss("atomic", kind)
+              else runs[-1].peak_rss("atomic", kind) <= 1.5 * base)
         note = ""
         if kind == "jvm" and runs[0].peak_rss(R.SCAN, kind):
             # In local mode the executors live in the driver JVM, whose heap grows with what

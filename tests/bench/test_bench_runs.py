@@ -15,6 +15,7 @@ this release's.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -41,14 +42,19 @@ def bench(*args: str, timeout: float = 900, env: dict | None = None) -> str:
 def test_the_main_bench(tmp_path):
     # The wide shape only (the narrow one is the comparison's, below): each shape is a whole
     # pass of every contender, the same code on other columns.
+    # The commit copy in a JVM whatever the size, as a large load's (its memory is measured).
+    env = {**os.environ, "TWOPHASE_KAFKA_JVM_COPY_MIN_RECORDS": "0"}
     out = bench("bench", "--sizes", "3000", "--shapes", "wide", "--reps", "1", "--no-warm-up",
-                "--results", str(tmp_path))
+                "--results", str(tmp_path), env=env)
     assert f"report written to {tmp_path}" in out, out
     report = (tmp_path / "latest.md").read_text()
     assert "### `wide`, 3,000 rows" in report, report[:3000]
     for contender in ("| peer: Spark JDBC writer, default options |", "| atomic: prepare |",
                       "| limit: COPY FROM STDIN", "| limit: Kafka ProducerPerformance", "| Iceberg: staging pass"):
         assert contender in report, f"{contender} missing:\n{report[:5000]}"
+    for process in ("Spark driver JVM", "Kafka commit copy's JVM", "Kafka broker", "Postgres servers (PSS)"):
+        assert re.search(rf"\| peak memory of the {re.escape(process)} during the atomic load .* \| "
+                         r"[1-9][\d,]* MB \(1\.00x\) \|", report), f"no memory figure of the {process}:\n{report}"
 
 
 def test_the_comparison_of_two_releases(tmp_path):

@@ -4,8 +4,8 @@ fraction of what one Python call per record costs (5M narrow records: 7 s agains
 It runs where TWOPHASE_KAFKA_COPY_CLASSPATH names the Kafka client's jars (kafka-clients
 and what it loads: lz4-java, snappy-java, zstd-jni, slf4j-api; `scripts/stack env` sets
 it) and a JDK is on the PATH (or under JAVA_HOME), for copies of at least
-TWOPHASE_KAFKA_JVM_COPY_MIN_RECORDS records (default 200,000: below, the JVM's start costs
-more than it saves). Elsewhere the copy runs in Python (copy.py), with the same outcome.
+TWOPHASE_KAFKA_JVM_COPY_MIN_RECORDS records (default MIN_RECORDS: below, the JVM's start
+costs more than it saves). Elsewhere the copy runs in Python (copy.py), with the same outcome.
 
 Python keeps every decision, as with the copy in this process: the checks before the copy
 and after it, abort or commit, the failpoints. The JVM only moves records, and it commits
@@ -40,10 +40,14 @@ _log = logging.getLogger("twophase.kafka.copy")
 CLASSPATH_ENV = "TWOPHASE_KAFKA_COPY_CLASSPATH"
 MIN_RECORDS_ENV = "TWOPHASE_KAFKA_JVM_COPY_MIN_RECORDS"
 JAVA_OPTIONS_ENV = "TWOPHASE_KAFKA_COPY_JAVA_OPTIONS"
+# Below this many records the copy in Python ends first: the JVM's start and its JIT's
+# warm-up cost it about 1.5 s (400,000 records: 2.0-2.4 s against Python's 1.3-1.4 s; 1M:
+# 2.7-3.1 s against 3.5 s).
+MIN_RECORDS = 700_000
 SOURCE = Path(__file__).with_name("jvm") / "StagedCopy.java"
+START_S = 30  # at most, for a JVM to start (it takes about half a second)
 # A small heap is plenty: the producer's buffer is capped at 64 MiB and a poll at 10,000 records.
 # The JIT's full tiers: C1 alone (quicker to start) copied 5M records in 12.8 s instead of 5.3 s.
-START_S = 30  # at most, for a JVM to start (it takes about half a second)
 _JAVA_OPTIONS = "-Xms64m -Xmx512m -XX:+UseParallelGC"
 
 
@@ -54,7 +58,7 @@ class JvmUnavailable(RuntimeError):
 
 def command(records: int) -> list[str] | None:
     """The command that starts a copy of this many records in a JVM; None: copy in Python."""
-    raw = os.environ.get(MIN_RECORDS_ENV, "200000")
+    raw = os.environ.get(MIN_RECORDS_ENV, str(MIN_RECORDS))
     try:
         least = int(raw)
     except ValueError:
