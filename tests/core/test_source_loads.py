@@ -36,6 +36,7 @@ from twophase.protocol import coordinator
 from twophase.protocol.states import State
 from twophase.sources import Range, SourceError
 from twophase.sources.files import FilesSource
+from twophase.participants.kafka import jvm_copy
 from twophase.sources.kafka import KafkaSource
 
 pytestmark = pytest.mark.slow
@@ -179,8 +180,11 @@ def test_loads_killed_at_random_instants_while_events_keep_coming_end_exactly_on
     assert all(f.ok for f in findings), [f for f in findings if not f.ok]
 
 
+@pytest.mark.parametrize("copy_in", ["python", "jvm"])
 def test_kafka_source_loads_are_exactly_once_while_events_keep_coming(spark, events, kafka_bootstrap, pg_dsn,
-                                                                       conns):
+                                                                       conns, copy_in, monkeypatch):
+    # The source group's offsets go into the copy transaction of the one process or the other.
+    monkeypatch.setenv(jvm_copy.MIN_RECORDS_ENV, "0" if copy_in == "jvm" else str(10**12))
     log, rng = PostgresLog(pg_dsn), random.Random(25)
     producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": f"gen-{events['source']}"})
     producer.init_transactions(30)

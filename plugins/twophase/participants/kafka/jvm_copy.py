@@ -140,21 +140,21 @@ class JvmCopy:
                                             stderr=subprocess.PIPE, text=True, bufsize=1)
         except OSError as exc:
             raise JvmUnavailable(f"{self.argv[0]} does not start: {exc}") from None
-        try:
-            self._send(*self._job())
-        except OSError:
-            pass  # it ended at once: start() says why
         threading.Thread(target=self._pump, args=(self.process.stdout, self.events.put), daemon=True).start()
         self.errors = threading.Thread(target=self._pump, args=(self.process.stderr, self._stderr), daemon=True)
         self.errors.start()
+        try:
+            self._send(*self._job())
+        except JvmUnavailable:
+            pass  # it ended at once: start() says why
         return self
 
     def __exit__(self, *exc) -> None:
         try:
             self._send("quit")
             self.process.stdin.close()
-        except OSError:
-            pass
+        except (OSError, JvmUnavailable, KafkaException):
+            pass  # it ended already
         try:
             self.process.wait(10)
         except subprocess.TimeoutExpired:
@@ -173,8 +173,19 @@ class JvmCopy:
             _log.debug("JVM copy: %s", line)
 
     def _send(self, *lines: str) -> None:
-        self.process.stdin.write("".join(line + "\n" for line in lines))
-        self.process.stdin.flush()
+        try:
+            self.process.stdin.write("".join(line + "\n" for line in lines))
+            self.process.stdin.flush()
+        except OSError:
+            raise self._ended() from None
+
+    def _ended(self) -> Exception:
+        """What to raise once the JVM ended unasked: JvmUnavailable before it was ready."""
+        code = self.process.wait()
+        self.errors.join(5)  # what it said before it ended
+        said = one_line(f"the JVM commit copy ended (exit code {code}) unasked: "
+                        f"{' | '.join(self.stderr) or 'nothing said'}", 600)
+        return JvmUnavailable(said) if not self.ready else KafkaException(KafkaError(KafkaError._FAIL, said))
 
     def _next(self, timeout_s: float) -> list[str] | None:
         """The JVM's next event (its fields), None when none came within timeout_s; an
@@ -184,13 +195,7 @@ class JvmCopy:
         except queue.Empty:
             return None
         if line is None:
-            code = self.process.wait()
-            self.errors.join(5)  # what it said before it ended
-            said = one_line(f"the JVM commit copy ended (exit code {code}) unasked: "
-                            f"{' | '.join(self.stderr) or 'nothing said'}", 600)
-            if not self.ready:
-                raise JvmUnavailable(said)
-            raise KafkaException(KafkaError(KafkaError._FAIL, said))
+            raise self._ended()
         fields = line.split("\t")
         if fields[0] == "error":
             code, fatal, retriable, message = int(fields[1]), fields[2] == "1", fields[3] == "1", fields[4]
@@ -234,7 +239,7 @@ class JvmCopy:
     def copy(self, progress: _Progress, deadline: float) -> dict[str, tuple[int, int]]:
         """Copy every staged range inside a new transaction; {staging topic: (records, checksum)}."""
         self._send(f"copy\t{max(0, int((deadline - time.monotonic()) * 1000))}")
-        copied, pending = 0, [("", 0)]
+        copied, pending = 0, [(c["staging_topic"], int(p)) for c in self.job.copies for p in c["ranges"]]
         while True:
             # The JVM reports each second; silence past the deadline means it is stuck.
             fields = self._next(1.0)
