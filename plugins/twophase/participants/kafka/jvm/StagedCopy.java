@@ -42,8 +42,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * Standard input: the job (lines "name value...", fields tab-separated, free text in hex),
  * up to "end"; then one command per line: copy, abort, commit (after "offset" lines), quit.
  * Standard output: one event per line (ready, progress, half, copied, timed_out, aborted,
- * committed, error). The end of standard input (Python gone: a crash, a kill) halts the JVM
- * at once, whatever it was doing: a copy is committed only on Python's word.
+ * committed, error). The end of standard input without a quit (Python gone: a crash, a
+ * kill) halts the JVM at once, whatever it was doing: a copy is committed only on Python's
+ * word.
  */
 public final class StagedCopy {
     private static final PrintStream OUT = new PrintStream(System.out, true, StandardCharsets.UTF_8);
