@@ -63,6 +63,10 @@ public final class StagedCopy {
     private KafkaConsumer<byte[], byte[]> consumer;
 
     public static void main(String[] args) throws Exception {
+        if (args.length > 0 && args[0].equals("--warm")) {
+            warm();
+            return;
+        }
         BlockingQueue<String> lines = new LinkedBlockingQueue<>();
         Thread reader = new Thread(() -> {
             boolean quit = false;
@@ -85,6 +89,20 @@ public final class StagedCopy {
             copy.read(line.split("\t", -1));
         }
         copy.run(lines);
+    }
+
+    /** Load the clients' classes and end: run once with -XX:ArchiveClassesAtExit, it makes the
+     *  class archive every later start maps instead of loading them (jvm_copy.compiled). Made
+     *  without connecting to anything. */
+    private static void warm() {
+        Properties conf = new Properties();
+        conf.put("bootstrap.servers", "127.0.0.1:9");
+        conf.put("transactional.id", "twophase-warm");
+        conf.put("compression.type", "lz4");
+        new KafkaProducer<>(conf, new ByteArraySerializer(), new ByteArraySerializer()).close(Duration.ZERO);
+        conf.remove("transactional.id");
+        conf.put("group.id", "twophase-warm");
+        new KafkaConsumer<>(conf, new ByteArrayDeserializer(), new ByteArrayDeserializer()).close(Duration.ZERO);
     }
 
     private void read(String[] f) {
