@@ -86,15 +86,6 @@ class KafkaSource(Source):
         return [TopicPartition(self.topic, p, end)
                 for p, end in sorted((int(p), end) for p, (_, end) in fixed.position["partitions"].items())]
 
-    def group_consumer(self, bootstrap: str):
-        """A consumer of the source's group that commits nothing by itself (a context
-        manager): what the group's offsets are committed through."""
-        from confluent_kafka import Consumer
-
-        from ..participants.kafka.client import kafka_client
-
-        return kafka_client(Consumer, bootstrap, **{"group.id": self.group, "enable.auto.commit": False})
-
     def frame(self, spark, fixed: Range, conns):
         """The range's records with Spark's Kafka batch source (spark-sql-kafka: the stack's
         Spark connection carries it in spark.jars): explicit starting and ending offsets
@@ -266,10 +257,10 @@ class KafkaReader(SourceReader):
         """The group's offsets at the range's end, committed plainly (a load with a Kafka
         target on this cluster commits them in its copy transaction instead:
         KafkaParticipant.carry_source)."""
-        from ..participants.kafka.client import patiently
+        from ..participants.kafka.client import group_consumer, patiently
 
         offsets = self.source.offsets(fixed)
-        with self.source.group_consumer(self.bootstrap) as consumer:
+        with group_consumer(self.bootstrap, self.source.group) as consumer:
             patiently(lambda: consumer.commit(offsets=offsets, asynchronous=False))
 
     def lag(self, committed: list[Range]) -> int | None:

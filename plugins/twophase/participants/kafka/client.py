@@ -142,6 +142,12 @@ def kafka_client(kind, bootstrap: str, **settings):
         log.end(how)
 
 
+def group_consumer(bootstrap: str, group: str):
+    """A consumer of `group` that commits nothing by itself (a context manager): what a
+    group's offsets are committed through, plainly or into a transaction."""
+    return kafka_client(Consumer, bootstrap, **{"group.id": group, "enable.auto.commit": False})
+
+
 def _produce(producer: Producer, topic: str, value, key, headers, on_delivery=None) -> None:
     """produce(), waiting for deliveries to drain while the local queue is full."""
     while True:

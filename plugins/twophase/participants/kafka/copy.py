@@ -8,10 +8,10 @@ import logging
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from ... import failpoints
-from .client import _produce, kafka_client, patiently, request_timeout_s
+from .client import _produce, group_consumer, patiently, request_timeout_s
 
 _log = logging.getLogger("twophase.kafka.copy")
 PROGRESS_EVERY_S = 30  # a long copy says how far it got
@@ -198,7 +198,7 @@ class PythonCopy:
             if group == self.group:
                 self.producer.send_offsets_to_transaction(tps, self.consumer.consumer_group_metadata(), 60)
                 continue
-            with kafka_client(Consumer, self.bootstrap, **{"group.id": group, "enable.auto.commit": False}) as other:
+            with group_consumer(self.bootstrap, group) as other:
                 self.producer.send_offsets_to_transaction(tps, other.consumer_group_metadata(), 60)
         self.producer.commit_transaction(timeout_s)
 
