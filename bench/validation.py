@@ -9,7 +9,7 @@ same Spark session, alternating each repetition:
   order schema), grouped into the same per-customer totals: what a job that trusts its
   input pays;
 - the job: the day folder's listing (its source's, as at begin) and `orders_daily_totals.build`
-  (every line judged: order_sql's fast path in Spark, order_rules in Python for the lines
+  (every line judged: order_sql's fast path in Spark's JVM, order_rules in Python for the lines
   it leaves; rejects written, duplicates, totals), its result counted, then what it kept
   dropped.
 

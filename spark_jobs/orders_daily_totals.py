@@ -120,10 +120,11 @@ def classify_partition(day: date):
     return classify
 
 
-def _fast_path(lines: DataFrame, day: date) -> DataFrame:
+def _fast_path(lines: DataFrame, day: date, java: bool = True) -> DataFrame:
     """(raw, file) lines with the ORDER columns: the order when order_sql's fast path finds
-    the line plainly valid (in Spark's JVM), else nulls."""
-    return order_sql.with_fast_order(lines.withColumn("text", F.col("raw").cast("string")), "text", day).drop("text")
+    the line plainly valid (in Spark's JVM: FastOrder.java, or its regular expression where
+    the Java class cannot be registered or `java` is false), else nulls."""
+    return order_sql.with_fast_order(lines, "raw", day, java)
 
 
 def _judge(other: DataFrame, day: date) -> DataFrame:
@@ -131,11 +132,11 @@ def _judge(other: DataFrame, day: date) -> DataFrame:
     return other.select("raw", "file").mapInArrow(classify_partition(day), CLASSIFIED)
 
 
-def classify(lines: DataFrame, day: date) -> DataFrame:
+def classify(lines: DataFrame, day: date, java: bool = True) -> DataFrame:
     """Every (raw, file) line as a CLASSIFIED row: a line the fast path finds plainly
     valid is an order as it read it; every other line gets check_line's verdict. The
     verdicts the job counts (Judged) are these; this form keeps every line with it."""
-    checked = _fast_path(lines, day)
+    checked = _fast_path(lines, day, java)
     none = F.lit(None).cast("string")
     fast = checked.where("order_id is not null").select(
         "file", F.lit("valid").alias("verdict"), none.alias("reason"), none.alias("detail"),

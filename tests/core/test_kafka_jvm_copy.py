@@ -59,7 +59,7 @@ def test_where_the_jvm_cannot_run_the_copy_runs_in_python_and_says_why(spark, tx
     else:
         monkeypatch.setenv(jvm_copy.CLASSPATH_ENV, str(tmp_path / "no-kafka-clients.jar"))
         monkeypatch.setenv("TWOPHASE_CACHE_DIR", str(tmp_path))  # a fresh compile, not the cached classes
-        says = "compiling jvm/StagedCopy.java failed"
+        says = "compiling StagedCopy.java failed"
     with caplog.at_level(logging.WARNING, logger="twophase.kafka.copy"):
         spec = _load(spark, txlog, conns, target)
     assert says in caplog.text and "copying in Python instead" in caplog.text, caplog.text

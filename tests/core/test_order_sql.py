@@ -1,4 +1,5 @@
-"""The example's fast path in Spark SQL (spark_jobs/order_sql.py) changes no verdict: the
+"""The example's fast path (spark_jobs/order_sql.py) changes no verdict, in either of its
+forms (FastOrder.java, and the regular expression a session without Java uses): the
 job's classify (fast path, then check_line for every other line) gives each line of the
 hostile catalog, and of near misses of each of the fast path's conditions, exactly what
 order_rules.check_line gives it: verdict, reason, detail and the order's values. And
@@ -74,10 +75,23 @@ def near_misses() -> list[bytes]:
                                                        b"", b"   ", b"[]", b"{}"]
 
 
-def judged(spark, lines: list[bytes]) -> list[tuple]:
+FORMS = pytest.mark.parametrize("java", [True, False], ids=["java", "regex"])
+
+
+@pytest.fixture
+def java_used(spark, java):
+    """Fails the test when the Java form was asked for but is not registered in the
+    session (the stack has a JDK: the fast path must really run in Java here)."""
+    from order_sql import FAST_ORDER
+
+    yield java
+    assert not java or spark.catalog.functionExists(FAST_ORDER), "FastOrder.java was not registered"
+
+
+def judged(spark, lines: list[bytes], java: bool) -> list[tuple]:
     """The job's classify over the lines; (verdict, reason, detail, order) in line order."""
     frame = spark.createDataFrame([(raw, f"line-{n:06d}") for n, raw in enumerate(lines)], "raw binary, file string")
-    rows = sorted(orders_daily_totals.classify(frame, DAY).collect(), key=lambda r: r["file"])
+    rows = sorted(orders_daily_totals.classify(frame, DAY, java).collect(), key=lambda r: r["file"])
     assert [r["file"] for r in rows] == [f"line-{n:06d}" for n in range(len(lines))]
     # pyspark gives timestamps as naive datetimes of the local time zone: made UTC, as check_line's.
     return [(r["verdict"], r["reason"], r["detail"],
@@ -93,33 +107,36 @@ def expected(raw: bytes) -> tuple:
     return kind, verdict.reason, verdict.detail, order
 
 
+@FORMS
 @pytest.mark.parametrize("source", ["catalog", "near misses"])
-def test_classify_gives_every_line_check_lines_verdict(spark, source):
+def test_classify_gives_every_line_check_lines_verdict(spark, source, java_used):
     if source == "catalog":
         lines = [raw for case in catalog(DAY) for name, data in case.files.items() if name not in case.skipped
                  for raw in file_lines(name, data)]
     else:
         lines = near_misses()
-    got = judged(spark, lines)
+    got = judged(spark, lines, java_used)
     differ = [(raw[:120], g, e) for raw, g, e in zip(lines, got, map(expected, lines)) if g != e]
     assert not differ, f"{len(differ)} of {len(lines)} lines judged otherwise than check_line, e.g. {differ[:3]}"
     assert {g[0] for g in got} >= {"valid", "rejected"}
 
 
-def test_the_fast_path_judges_a_sample_days_valid_lines(spark, tmp_path):
+@FORMS
+def test_the_fast_path_judges_a_sample_days_valid_lines(spark, tmp_path, java_used):
     from order_sql import with_fast_order
     from pyspark.sql import functions as F
 
     made = generate(tmp_path, DAY, 2000, bad_share=0.05)
     lines = [raw for path in sorted(made.folder.iterdir()) for raw in path.read_bytes().splitlines()]
-    frame = spark.createDataFrame([(raw.decode(),) for raw in lines], "text string")
-    fast = with_fast_order(frame, "text", DAY).where(F.col("order_id").isNotNull()).count()
+    frame = spark.createDataFrame([(raw,) for raw in lines], "raw binary")
+    fast = with_fast_order(frame, "raw", DAY, java_used).where(F.col("order_id").isNotNull()).count()
     valid = sum(1 for raw in lines if check_line(raw, DAY).order is not None)
     assert fast == valid == len(lines) - made.bad_lines, (fast, valid, len(lines), made.bad_lines)
     assert json.loads(lines[0])["currency"] == "EUR"  # the sample's extra field takes the fast path too
 
 
-def test_customer_ids_keep_their_leading_zeros_through_their_code(spark):
+@FORMS
+def test_customer_ids_keep_their_leading_zeros_through_their_code(spark, java_used):
     """dedupe and totals aggregate a customer id as a number (customer_code): every form
     order_rules allows comes back the same, and the fast path codes it as check_line's
     order does."""
@@ -129,8 +146,42 @@ def test_customer_ids_keep_their_leading_zeros_through_their_code(spark):
     lines = [(json.dumps({"order_id": "o1", "customer_id": i, "amount": 1, "ordered_at": "2041-03-04T08:00:00Z"}),
               customer_code(i)) for i in ids]
     frame = orders_daily_totals._fast_path(spark.createDataFrame(
-        [(text.encode(), "f", code) for text, code in lines], "raw binary, file string, code long"), DAY)
+        [(text.encode(), "f", code) for text, code in lines], "raw binary, file string, code long"), DAY, java_used)
     rows = frame.select("code", "customer_code", customer_of("code").alias("back")).collect()
     assert [r["back"] for r in rows] == ids
     assert [r["customer_code"] for r in rows] == [r["code"] for r in rows], "the fast path's code is check_line's"
     assert len({r["code"] for r in rows}) == len(ids), "each id its own code"
+
+
+def test_both_forms_take_the_same_lines_with_the_same_values(spark):
+    """FastOrder.java and the regular expression, on 20,000 random edits of plain orders
+    (characters the grammar cares about inserted, deleted, replaced): the same lines take
+    the fast path, with the same four values."""
+    import random
+
+    from order_sql import FAST_ORDER, with_fast_order
+
+    rng = random.Random(25)
+    alphabet = list('0123456789"{}:,. -_azcTZe\\\t') + ["\u00e9", "\x7f", "\x1f"]
+    plain = [json.dumps({"order_id": f"o{i}", "customer_id": f"c{i:04d}", "amount": rng.choice([0, 1.5, 12.25, 99]),
+                         "ordered_at": f"2041-03-04T{i % 24:02d}:0{i % 10}:59.{i % 999:03d}Z", "n": -i, "note": "a b"},
+                        separators=rng.choice([(",", ":"), (", ", ": ")])) for i in range(200)]
+    lines = []
+    for n in range(20_000):
+        line = list(rng.choice(plain))
+        for _ in range(rng.choice([0, 1, 1, 2, 3])):
+            at = rng.randrange(len(line) + 1)
+            edit = rng.choice(["insert", "delete", "replace"])
+            if edit == "insert":
+                line.insert(at, rng.choice(alphabet))
+            elif at < len(line):
+                line[at:at + 1] = [] if edit == "delete" else [rng.choice(alphabet)]
+        lines.append(("".join(line).encode(), n))
+    frame = spark.createDataFrame(lines, "raw binary, n long")
+    java, regex = (with_fast_order(frame, "raw", DAY, form).drop("raw").orderBy("n").collect()
+                   for form in (True, False))
+    assert spark.catalog.functionExists(FAST_ORDER)
+    differ = [(lines[a["n"]][0], a, b) for a, b in zip(java, regex) if a != b]
+    assert not differ, f"{len(differ)} of {len(lines)} lines differ, e.g. {differ[:3]}"
+    taken = sum(1 for row in java if row["order_id"] is not None)
+    assert 2_000 < taken < 18_000, taken  # both kinds of line, many of each

@@ -17,12 +17,9 @@ the Python copy.
 from __future__ import annotations
 
 import collections
-import fcntl
-import hashlib
 import logging
 import os
 import queue
-import shutil
 import subprocess
 import threading
 import time
@@ -32,6 +29,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from ... import failpoints
 from ...errors import one_line
+from ...jvm_build import JvmUnavailable, built, java_tool
 from .client import _PRODUCER_BASE, _size_settings, request_timeout_s
 from .copy import CopyJob, _CopyTimedOut, _Progress, _StagedFilter
 from .writer import public_headers
@@ -52,11 +50,6 @@ START_S = 30  # at most, for a JVM to start (it takes about half a second)
 _JAVA_OPTIONS = "-Xms64m -Xmx512m -XX:+UseParallelGC"
 
 
-class JvmUnavailable(RuntimeError):
-    """The JVM copy cannot run here (no JDK, its classes do not compile, the JVM does not
-    start): the copy runs in Python instead."""
-
-
 def command(records: int) -> list[str] | None:
     """The command that starts a copy of this many records in a JVM; None: copy in Python."""
     raw = os.environ.get(MIN_RECORDS_ENV, str(MIN_RECORDS))
@@ -71,59 +64,25 @@ def command(records: int) -> list[str] | None:
     folder = compiled(classpath)
     if (folder / ARCHIVE).exists():
         options.append(f"-XX:SharedArchiveFile={folder / ARCHIVE}")
-    return [_java("java"), *options, "-cp", f"{folder / JAR}{os.pathsep}{classpath}", "StagedCopy"]
-
-
-def _java(tool: str) -> str:
-    home = os.environ.get("JAVA_HOME")
-    found = str(Path(home) / "bin" / tool) if home and (Path(home) / "bin" / tool).exists() else shutil.which(tool)
-    if not found:
-        raise JvmUnavailable(f"{CLASSPATH_ENV} is set, but no JDK's {tool} is on the PATH or under JAVA_HOME")
-    return found
+    return [java_tool("java"), *options, "-cp", f"{folder / JAR}{os.pathsep}{classpath}", "StagedCopy"]
 
 
 def compiled(classpath: str) -> Path:
-    """The folder of StagedCopy.jar, built once per source and classpath (one builder at a
-    time; the others wait for it and use its jar), and of its class archive (ARCHIVE): the
-    Kafka clients' classes, which the JVM then maps instead of loading (ready for the copy
-    in about 0.5 s instead of 0.7 s). Without the archive (a JDK that cannot make one), the
-    JVM loads them."""
-    cache = Path(os.environ.get("TWOPHASE_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME")
-                                                              or Path.home() / ".cache") / "twophase")
-    key = hashlib.sha256(SOURCE.read_bytes() + classpath.encode()).hexdigest()[:16]
-    folder = cache / "kafka-copy" / key
-    if (folder / JAR).exists():
-        return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / f"{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (folder / JAR).exists():
-            building = folder.with_name(key + ".building")
-            shutil.rmtree(building, ignore_errors=True)
-            _build(building, classpath)
-            building.rename(folder)
-            _archive(folder, classpath)  # after the rename: the archive names the jar's path
-    return folder
-
-
-def _build(folder: Path, classpath: str) -> None:
-    def run(*argv: str, what: str) -> None:
-        done = subprocess.run(argv, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise JvmUnavailable(f"{what} failed (is {CLASSPATH_ENV} the Kafka client's jars?): "
-                                 f"{one_line(done.stderr, 600)}")
-
-    classes = folder / "classes"
-    run(_java("javac"), "-nowarn", "-cp", classpath, "-d", str(classes), str(SOURCE),
-        what="compiling jvm/StagedCopy.java")
-    run(_java("jar"), "--create", "--file", str(folder / JAR), "-C", str(classes), ".", what="making StagedCopy.jar")
+    """The folder of StagedCopy.jar (jvm_build.built: once per source and classpath) and of
+    its class archive (ARCHIVE): the Kafka clients' classes, which the JVM then maps
+    instead of loading (ready for the copy in about 0.5 s instead of 0.7 s). Without the
+    archive (a JDK that cannot make one), the JVM loads them."""
+    try:
+        return built("kafka-copy", "StagedCopy", [SOURCE], classpath, then=lambda folder: _archive(folder, classpath))
+    except JvmUnavailable as exc:
+        raise JvmUnavailable(f"{exc} (is {CLASSPATH_ENV} the Kafka client's jars?)") from None
 
 
 def _archive(folder: Path, classpath: str) -> None:
     """The class archive, written aside and renamed: a copy starting meanwhile sees none or
     the whole of it."""
     writing = folder / f"{ARCHIVE}.writing"
-    archived = subprocess.run([_java("java"), f"-XX:ArchiveClassesAtExit={writing}", "-cp",
+    archived = subprocess.run([java_tool("java"), f"-XX:ArchiveClassesAtExit={writing}", "-cp",
                                f"{folder / JAR}{os.pathsep}{classpath}", "StagedCopy", "--warm"],
                               capture_output=True, text=True)
     if archived.returncode == 0 and writing.exists():

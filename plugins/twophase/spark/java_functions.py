@@ -1,0 +1,61 @@
+"""A job's own Java functions in its Spark SQL, from a Java source shipped beside the job.
+
+A rule applied to every line costs a fraction in Java of what a regular expression or
+Python costs (the example's fast path: 0.4 s per million lines, against 2.0-2.4 s for its
+regular expression; spark_jobs/jvm/FastOrder.java):
+
+    from twophase.spark.java_functions import register
+
+    if register(spark, Path(__file__).with_name("jvm") / "MyRule.java",
+                {"my_rule": ("com.example.MyRule", "struct<ok boolean, value long>")},
+                instead="the rule runs as a regular expression"):
+        rule = F.call_function("my_rule", F.col("value"))
+    else:
+        rule = ...  # the same work without Java
+
+The source is compiled (twophase.jvm_build: once per source and Spark installation, into
+the machine's cache) against the classpath of the session's own driver JVM, its jar added
+to the session (ADD JAR: the driver loads it, the executors fetch it from the driver),
+and each class (one of Spark's org.apache.spark.sql.api.java.UDF1..UDF22) registered as a
+SQL function. Where that cannot happen (no JDK beside the driver, a source that does not
+compile, a driver that does not have the source: a cluster's deploy mode) `register` logs
+why, once per session, and the job does the same work without it.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from pathlib import Path
+
+from ..errors import root_cause
+from ..jvm_build import JvmUnavailable, built
+
+log = logging.getLogger("twophase.spark.java")
+_refused: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # session -> {sources it could not register}
+
+
+def register(spark, source: Path, functions: dict[str, tuple[str, str]], instead: str) -> bool:
+    """Whether every function of `functions` ({SQL name: (class name, return type as a DDL
+    string)}) is registered in `spark`'s session, compiled from `source` the first time.
+    When it cannot be, a warning says why and what the job does `instead`, once: asked
+    again in the same session, the answer is the same, without a second try."""
+    if source in _refused.get(spark, ()):
+        return False
+    if all(spark.catalog.functionExists(name) for name in functions):
+        return True
+    try:
+        if not source.is_file():
+            raise JvmUnavailable(f"{source} is not on the driver's disk")
+        classpath = spark.sparkContext._jvm.System.getProperty("java.class.path")
+        jar = built("spark-functions", source.stem, [source], classpath) / f"{source.stem}.jar"
+        spark.sql(f"ADD JAR '{jar}'")
+        for name, (class_name, returns) in functions.items():
+            spark.udf.registerJavaFunction(name, class_name, returns)
+    except Exception as exc:  # noqa: BLE001 - any failure leaves the job its way without Java
+        _refused.setdefault(spark, set()).add(source)
+        log.warning("Java functions %s: %s; %s", ", ".join(functions),
+                    exc if isinstance(exc, JvmUnavailable) else root_cause(exc), instead)
+        return False
+    log.info("Java functions %s registered from %s", ", ".join(functions), jar)
+    return True
