@@ -1,9 +1,15 @@
-"""The example's fast path: the lines that are plainly valid orders of the day, judged
-inside Spark's JVM. Every other line goes to order_rules.check_line, whose verdict is the
-rule (orders_daily_totals.classify).
+"""The example jobs' fast paths: the lines that are plainly valid orders, judged inside
+Spark's JVM, each in one scan of its bytes by a Java function the job registers in its
+session (jvm/OrderLines.java; twophase.spark.java_functions). Every other line goes to the
+job's own rules.
 
-It has two forms with one grammar: jvm/FastOrder.java, one scan of each line's bytes (a
-Java function the job registers in its session: twophase.spark.java_functions), and
+The streaming job's (with_fast_event): a record whose value is plainly a valid order event
+as orders_stream_totals.judged finds it, with its values; where the session has no Java,
+every record is judged by those rules (from_json and Spark's casts).
+
+The daily job's (with_fast_order): the lines that are plainly valid orders of the day;
+every other line goes to order_rules.check_line, whose verdict is the rule
+(orders_daily_totals.classify). It has two forms with one grammar: OrderLines.Daily, and
 line_pattern, one regular expression over the whole line, which a session without Java
 uses (no JDK beside the driver: a warning says so) at a fifth of the speed (1M lines:
 0.4 s against 2.0-2.4 s). A line takes the fast path only when its form leaves no doubt
@@ -45,9 +51,14 @@ from pyspark.sql import functions as F
 from twophase.spark import java_functions
 
 MAX_FAST_CHARS = 4096
-JAVA_SOURCE = Path(__file__).with_name("jvm") / "FastOrder.java"  # the fast path in Java
-JAVA_CLASS, FAST_ORDER = "example.FastOrder", "twophase_example_fast_order"
-JAVA_RETURNS = "struct<order_id string, customer_code long, cents long, ordered_at_micros long>"
+JAVA_SOURCE = Path(__file__).with_name("jvm") / "OrderLines.java"  # the fast paths in Java
+FAST_ORDER, FAST_EVENT = "twophase_example_fast_order", "twophase_example_fast_event"
+JAVA_FUNCTIONS = {
+    FAST_ORDER: ("example.OrderLines$Daily", "struct<order_id string, customer_code long, cents long, "
+                                            "ordered_at_micros long>"),
+    FAST_EVENT: ("example.OrderLines$Event", "struct<customer_id string, amount decimal(12,2), "
+                                            "ordered_at_micros long>"),
+}
 FIELDS = ("order_id", "customer_id", "amount", "ordered_at")
 ORDER = ("order_id", "customer_code", "cents", "ordered_at")  # an order as the job carries it
 ORDER_DDL = "order_id string, customer_code long, cents long, ordered_at timestamp"
@@ -88,13 +99,24 @@ def line_pattern(day: date) -> str:
             rf"(?:, ?+{_OTHER})*+\}}\z")  # \z, not $: $ also matches before a final line terminator
 
 
+def in_java(spark, instead: str) -> bool:
+    """Whether the fast paths are registered in `spark`'s session (a warning says what the
+    job does `instead` when they cannot be; same verdicts, slower)."""
+    return java_functions.register(spark, JAVA_SOURCE, JAVA_FUNCTIONS, f"{instead} (slower, same verdicts)")
+
+
+def with_fast_event(records: DataFrame, value: str) -> DataFrame:
+    """`records` with column `_fast`: struct(customer_id, amount decimal(12,2),
+    ordered_at_micros) of a record whose value (column `value`, bytes) is plainly a valid
+    order event, else null. Call it where in_java holds."""
+    return records.withColumn("_fast", F.call_function(FAST_EVENT, F.col(value)))
+
+
 def with_fast_order(lines: DataFrame, raw: str, day: date, java: bool = True) -> DataFrame:
     """`lines` with the ORDER columns: the order when the line in column `raw` (its bytes)
     takes the fast path, else nulls (order_id is null exactly when it does not). Judged by
-    FastOrder.java where the session can register it (`java`), else by line_pattern."""
-    if java and java_functions.register(lines.sparkSession, JAVA_SOURCE, {FAST_ORDER: (JAVA_CLASS, JAVA_RETURNS)},
-                                        instead="the fast path matches lines by a regular expression (slower, "
-                                                "same verdicts)"):
+    OrderLines.Daily where the session can register it (`java`), else by line_pattern."""
+    if java and in_java(lines.sparkSession, "the daily job's fast path matches lines by a regular expression"):
         found = F.call_function(FAST_ORDER, F.col(raw), F.lit(day.isoformat()))
         return (lines.withColumn("_order", found)
                 .withColumns({c: F.col(f"_order.{c}") for c in ORDER[:-1]})

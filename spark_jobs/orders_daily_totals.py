@@ -122,7 +122,7 @@ def classify_partition(day: date):
 
 def _fast_path(lines: DataFrame, day: date, java: bool = True) -> DataFrame:
     """(raw, file) lines with the ORDER columns: the order when order_sql's fast path finds
-    the line plainly valid (in Spark's JVM: FastOrder.java, or its regular expression where
+    the line plainly valid (in Spark's JVM: OrderLines.java, or its regular expression where
     the Java class cannot be registered or `java` is false), else nulls."""
     return order_sql.with_fast_order(lines, "raw", day, java)
 

@@ -1,5 +1,5 @@
 """The example's fast path (spark_jobs/order_sql.py) changes no verdict, in either of its
-forms (FastOrder.java, and the regular expression a session without Java uses): the
+forms (OrderLines.Daily in Java, and the regular expression a session without Java uses): the
 job's classify (fast path, then check_line for every other line) gives each line of the
 hostile catalog, and of near misses of each of the fast path's conditions, exactly what
 order_rules.check_line gives it: verdict, reason, detail and the order's values. And
@@ -18,6 +18,7 @@ from hostile.catalog import catalog, file_lines
 from order_rules import check_line
 from order_sql import coded
 from orders_sample.generate import generate
+from random_edits import edited
 
 DAY = date(2041, 3, 4)
 BASE = {"order_id": '"o1"', "customer_id": '"c1"', "amount": "12.5", "ordered_at": '"2041-03-04T08:00:00Z"'}
@@ -85,7 +86,7 @@ def java_used(spark, java):
     from order_sql import FAST_ORDER
 
     yield java
-    assert not java or spark.catalog.functionExists(FAST_ORDER), "FastOrder.java was not registered"
+    assert not java or spark.catalog.functionExists(FAST_ORDER), "OrderLines.java was not registered"
 
 
 def judged(spark, lines: list[bytes], java: bool) -> list[tuple]:
@@ -154,7 +155,7 @@ def test_customer_ids_keep_their_leading_zeros_through_their_code(spark, java_us
 
 
 def test_both_forms_take_the_same_lines_with_the_same_values(spark):
-    """FastOrder.java and the regular expression, on 20,000 random edits of plain orders
+    """OrderLines.Daily and the regular expression, on 20,000 random edits of plain orders
     (characters the grammar cares about inserted, deleted, replaced): the same lines take
     the fast path, with the same four values."""
     import random
@@ -166,17 +167,7 @@ def test_both_forms_take_the_same_lines_with_the_same_values(spark):
     plain = [json.dumps({"order_id": f"o{i}", "customer_id": f"c{i:04d}", "amount": rng.choice([0, 1.5, 12.25, 99]),
                          "ordered_at": f"2041-03-04T{i % 24:02d}:0{i % 10}:59.{i % 999:03d}Z", "n": -i, "note": "a b"},
                         separators=rng.choice([(",", ":"), (", ", ": ")])) for i in range(200)]
-    lines = []
-    for n in range(20_000):
-        line = list(rng.choice(plain))
-        for _ in range(rng.choice([0, 1, 1, 2, 3])):
-            at = rng.randrange(len(line) + 1)
-            edit = rng.choice(["insert", "delete", "replace"])
-            if edit == "insert":
-                line.insert(at, rng.choice(alphabet))
-            elif at < len(line):
-                line[at:at + 1] = [] if edit == "delete" else [rng.choice(alphabet)]
-        lines.append(("".join(line).encode(), n))
+    lines = [(line.encode(), n) for n, line in enumerate(edited(rng, plain, 20_000, alphabet, [0, 1, 1, 2, 3]))]
     frame = spark.createDataFrame(lines, "raw binary, n long")
     java, regex = (with_fast_order(frame, "raw", DAY, form).drop("raw").orderBy("n").collect()
                    for form in (True, False))

@@ -49,7 +49,8 @@ def test_the_example_dag_commits_on_the_spark_cluster(run_dag, orders_data, fres
     print(f"the DAG run on the Spark cluster took {time.monotonic() - started:.1f} s")
     assert run.state == "success", run.output[-4000:]
     # The fast path's Java function, compiled on the driver, ran on the cluster's executors.
-    assert "Java functions twophase_example_fast_order registered from" in run.task_log("prepare")
+    assert ("Java functions twophase_example_fast_order, twophase_example_fast_event registered from"
+            in run.task_log("prepare"))
     [(load_id, state, _reason)] = loads_of_day(pg_dsn, fresh_day)
     assert state == "COMMITTED"
     assert_exact_result(pg_dsn, kafka_bootstrap, made.folder, fresh_day, load_id)

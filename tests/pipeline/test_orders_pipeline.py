@@ -121,7 +121,8 @@ def test_a_day_commits_exactly_on_both_sides(run_dag, orders_data, fresh_day, pg
     assert rejected == made.bad_lines > 0
     assert (f"read {lines} lines in 4 files from file://{made.folder}: {lines - rejected} orders loaded, {rejected} rejected, "
             "0 duplicate deliveries skipped, 0 blank lines skipped") in run.task_log("prepare")
-    assert "Java functions twophase_example_fast_order registered from" in run.task_log("prepare")
+    assert ("Java functions twophase_example_fast_order, twophase_example_fast_event registered from"
+            in run.task_log("prepare"))
     assert sum(1 for p in (orders_data / "rejects").rglob("*.json") for _ in p.open()) == rejected
     assert "DECISION: COMMIT" in run.task_log("vote") and "vote of kafka: YES" in run.task_log("vote")
     assert ("postgres@twophase_stock commits last, without a prepared transaction (its server has "

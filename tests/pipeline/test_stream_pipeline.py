@@ -43,6 +43,8 @@ def test_a_run_loads_the_new_events_exactly_once_and_one_with_nothing_new_loads_
     assert run.state == "success", run.output[-4000:]
     [load] = [x for x in committed_loads(pg_dsn) if x.load_id not in before]
     assert "source: kafka:default/orders-events#orders_stream_totals:" in run.task_log("begin")
+    assert ("Java functions twophase_example_fast_order, twophase_example_fast_event registered from"
+            in run.task_log("prepare")), "the records were not read by the fast path"
     assert load.metrics["orders"] >= 300 and load.metrics["rejected_lines"] == 0, load.metrics
     assert Range.from_json(load.source_range).records >= load.metrics["orders"]
     # Its records in the output topic and its rows in Iceberg: one per customer.

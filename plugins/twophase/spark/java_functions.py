@@ -2,7 +2,7 @@
 
 A rule applied to every line costs a fraction in Java of what a regular expression or
 Python costs (the example's fast path: 0.4 s per million lines, against 2.0-2.4 s for its
-regular expression; spark_jobs/jvm/FastOrder.java):
+regular expression; spark_jobs/jvm/OrderLines.java):
 
     from twophase.spark.java_functions import register
 

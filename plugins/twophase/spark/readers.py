@@ -100,7 +100,7 @@ def _judge(spark, spec, declared: dict, parsed, malformed, optional: tuple, head
     # spark_partition_id(), which is not deterministic) keeps Spark from inlining a step
     # into the next, where the parse and each cast would be copied into every check that
     # reads them. Internal names (_twophase_*) leave every name free for the schema.
-    lines = _barrier(read_source(spark, spec).select("value", "file").withColumn("parsed", parsed).select(
+    lines = barrier(read_source(spark, spec).select("value", "file").withColumn("parsed", parsed).select(
         F.col("value").alias(_VALUE), F.col("file").alias(_FILE), "parsed",
         malformed.alias(_MALFORMED), too_many.alias(_TOO_MANY),
         *[(text[c].isNotNull() & (F.trim(text[c]) != "")).alias(_has(i)) for i, c in enumerate(columns)],
@@ -121,7 +121,7 @@ def _judge(spark, spec, declared: dict, parsed, malformed, optional: tuple, head
         verdict = verdict.when(line == header_line, HEADER)
     for number, (failed, _, _) in enumerate(checks, 1):
         verdict = verdict.when(failed, number)
-    lines = _barrier(lines.select("*", verdict.otherwise(0).alias(_VERDICT)))
+    lines = barrier(lines.select("*", verdict.otherwise(0).alias(_VERDICT)))
     verdict = F.col(_VERDICT)
     detail = F.lit(None).cast("string")
     for number, (_, _, said) in reversed(list(enumerate(checks, 1))):
@@ -148,8 +148,9 @@ def _judge(spark, spec, declared: dict, parsed, malformed, optional: tuple, head
     return Lines(rows, rejects, metrics)
 
 
-def _barrier(frame):
-    """`frame`, computed as it stands before what comes after it (see _judge)."""
+def barrier(frame):
+    """`frame`, computed as it stands before what comes after it: Spark does not inline
+    the expressions of its columns into what reads them (see _judge)."""
     from pyspark.sql import functions as F
 
     return frame.withColumn(_PART, F.spark_partition_id()).where(F.col(_PART) >= 0).drop(_PART)
