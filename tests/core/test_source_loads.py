@@ -173,7 +173,7 @@ def test_loads_killed_at_random_instants_while_events_keep_coming_end_exactly_on
             break
     loads = log.of_source(source.key)
     states = Counter(x.state for x in loads)
-    print(f"{kills} kills, {len(loads)} loads: {dict(states)}")
+    print(f"{kills} kills, {len(loads)} loads: {dict(states)}; {generator.produced} events, each once")
     assert kills >= 3 and len(loads) >= 20 and set(states) <= {State.COMMITTED, State.ABORTED}, states
     assert_exactly_once(events, kafka_bootstrap, pg_dsn, generator.produced)
     findings = verify(log, conns, loads)
