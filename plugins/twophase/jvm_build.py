@@ -9,7 +9,9 @@ JAVA_HOME against the classpath it will run with, into a jar in the machine's ca
 
 keyed by the sources and the classpath, so a changed source or library builds anew. One
 process builds at a time (a lock per key); the others wait and use its jar. A jar is
-built aside and renamed into place: a reader sees none or the whole of it.
+built aside and renamed into place: a reader sees none or the whole of it. Each use marks
+its build (the folder's time); a new build removes the builds of its kind that no process
+used for KEEP_DAYS, so the versions a machine ran do not pile up.
 
 Where it cannot be built (no JDK, a source that does not compile) JvmUnavailable says
 why, and the caller does the same work without it.
@@ -22,10 +24,13 @@ import hashlib
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Callable
 
 from .errors import one_line
+
+KEEP_DAYS = 14
 
 
 class JvmUnavailable(RuntimeError):
@@ -60,6 +65,7 @@ def built(kind: str, name: str, sources: list[Path], classpath: str,
     folder = cache_dir() / kind / key
     jar = f"{name}.jar"
     if (folder / jar).exists():
+        _mark_used(folder)
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(folder.parent / f"{key}.lock", "w") as lock:
@@ -75,7 +81,24 @@ def built(kind: str, name: str, sources: list[Path], classpath: str,
             building.rename(folder)
             if then is not None:
                 then(folder)
+            _prune(folder)
     return folder
+
+
+def _mark_used(folder: Path) -> None:
+    try:
+        os.utime(folder)
+    except OSError:  # a cache it may read but not write: it is then never pruned either
+        pass
+
+
+def _prune(kept: Path) -> None:
+    """Remove the builds of kept's kind that no process used for KEEP_DAYS (their lock
+    files stay: a process may hold one)."""
+    horizon = time.time() - KEEP_DAYS * 86400
+    for other in kept.parent.iterdir():
+        if other != kept and other.is_dir() and other.stat().st_mtime < horizon:
+            shutil.rmtree(other, ignore_errors=True)
 
 
 def _run(*argv: str, what: str) -> None:
