@@ -19,6 +19,14 @@ from twophase.participants.postgres import PostgresTarget
 from twophase.spec import LoadSpec
 
 
+def create_schema(cur, name: str) -> None:
+    """CREATE SCHEMA IF NOT EXISTS, one test worker at a time (the transaction's advisory
+    lock): two at once can both find it missing, and the second fails on the catalog's
+    unique index."""
+    cur.execute("select pg_advisory_xact_lock(hashtext(%s))", (f"create schema {name}",))
+    cur.execute(f"create schema if not exists {name}")
+
+
 def count_table_rows(dsn: str, table: str, load_id: str) -> int:
     """Rows of the load in the table, as any reader counts them (0 when the table is missing)."""
     with psycopg2.connect(dsn) as conn, conn.cursor() as cur:

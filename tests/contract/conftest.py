@@ -15,6 +15,7 @@ import psycopg2
 import pytest
 
 from contract_harness import IMPLEMENTATIONS, harness_for, implementations
+from support import create_schema
 
 
 def pytest_generate_tests(metafunc):
@@ -47,7 +48,7 @@ def target(pg_dsn, unique_name):
     with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
         # Workers racing to create it: "if not exists" does not stop the catalog's unique key.
         cur.execute("select pg_advisory_xact_lock(hashtext('contract_tests'))")
-        cur.execute("create schema if not exists contract_tests")
+        create_schema(cur, "contract_tests")
         cur.execute(f"""create table {table} (
             customer_id text not null, day date not null, orders int not null,
             revenue numeric(12, 2), note text, load_id text not null,

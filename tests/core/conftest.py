@@ -6,7 +6,7 @@ import psycopg2
 import pytest
 
 from twophase.log import PostgresLog, TransactionLog
-from support import REPORTING, drop_iceberg_table
+from support import REPORTING, create_schema, drop_iceberg_table
 from twophase.connections import Connections
 
 
@@ -28,7 +28,7 @@ def target(pg_dsn, unique_name):
     """A fresh target table (schema core_tests) and topic name for one test."""
     table = f"core_tests.{unique_name}"
     with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
-        cur.execute("create schema if not exists core_tests")
+        create_schema(cur, "core_tests")
         cur.execute(f"""create table {table} (
             customer_id text not null, day date not null, orders int not null,
             revenue numeric(12, 2), note text, load_id text not null,
@@ -55,7 +55,7 @@ def many(pg_dsn, reporting_dsn, unique_name):
                        note text, load_id text not null, primary key (customer_id, day))"""
     for dsn, name in ((pg_dsn, "orders"), (reporting_dsn, "reporting")):
         with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
-            cur.execute("create schema if not exists core_tests")
+            create_schema(cur, "core_tests")
             cur.execute(f"create table {tables[name]} {per_customer}")
     with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
         cur.execute(f"create table {tables['summary']} (day date primary key, orders bigint not null, "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import psycopg2
 
-from support import make_spec
+from support import create_schema, make_spec
 from twophase.log import PostgresLog
 from twophase.protocol import coordinator
 from twophase.protocol.states import State
@@ -13,7 +13,7 @@ from twophase.protocol.states import State
 def test_recovery_dag_presumes_abort_of_a_stale_undecided_load(run_dag, pg_dsn, unique_name):
     table = f"core_tests.{unique_name}"
     with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
-        cur.execute("create schema if not exists core_tests")
+        create_schema(cur, "core_tests")
         cur.execute(f"create table {table} (customer_id text, load_id text not null)")
     log = PostgresLog(pg_dsn)
     spec = make_spec({"table": table, "topic": unique_name.replace("_", "-")}, pipeline="recovery_dag_test")

@@ -21,7 +21,7 @@ import running_airflow
 from airflow_api import AirflowApi
 from orders_sample.generate import generate
 from running_airflow import RECOVERED, UNPAUSED, airflow_env, unpause
-from support import count_table_rows, header, make_df, make_spec, orders_landing, read_topic, stack
+from support import count_table_rows, create_schema, header, make_df, make_spec, orders_landing, read_topic, stack
 from twophase.connections import Connections
 from twophase.gates import approval
 from twophase.log import PostgresLog
@@ -127,7 +127,7 @@ def test_a_commit_that_dies_half_way_is_finished_by_recovery_at_once(scheduler_w
     api, rows = scheduler_with_short_schedule[2], 50
     table, topic = f"core_tests.{unique_name}", unique_name.replace("_", "-")
     with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
-        cur.execute("create schema if not exists core_tests")
+        create_schema(cur, "core_tests")
         cur.execute(f"create table {table} (customer_id text, day date, orders int, revenue numeric(12, 2), "
                     "note text, load_id text not null)")
     log, conns = PostgresLog(pg_dsn), Connections.from_env()

@@ -22,7 +22,7 @@ import psycopg2
 import pytest
 from fastapi.testclient import TestClient
 
-from support import ICEBERG_COLUMNS, drop_iceberg_table, make_df
+from support import ICEBERG_COLUMNS, create_schema, drop_iceberg_table, make_df
 from twophase.audit import RowCount, ValueRange
 from twophase.connections import Connections
 from twophase.gates import approval, audit_step
@@ -80,7 +80,7 @@ def page_loads(spark, pg_dsn, kafka_bootstrap, iceberg_catalog):
     pipeline = f"ui_pages_{uuid.uuid4().hex[:8]}"
     names = {"table": f"ui_tests.{pipeline}", "topic": pipeline.replace("_", "-"), "lake": f"ui_tests.{pipeline}"}
     with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
-        cur.execute("create schema if not exists ui_tests")
+        create_schema(cur, "ui_tests")
         cur.execute(f"""create table {names['table']} (customer_id text not null, day date not null,
                         orders int not null, revenue numeric(12, 2), note text, load_id text not null,
                         primary key (customer_id, day))""")

@@ -93,8 +93,20 @@ def load_table(catalog, target: IcebergTarget):
     spec = PartitionSpec(*[PartitionField(source_id=schema.find_field(c).field_id, field_id=1000 + i,
                                           transform=IdentityTransform(), name=c)
                            for i, c in enumerate(target.partition_by)])
-    catalog.create_namespace_if_not_exists(target.namespace)
-    return catalog.create_table_if_not_exists(target.table, schema=schema, partition_spec=spec)
+    # Loads of two pipelines can create one namespace, or one table, at once: the catalog
+    # checks, then inserts, and the second insert fails (a SQL catalog's unique violation).
+    # What the other made is as good: only when it is not there is the error the load's.
+    try:
+        catalog.create_namespace_if_not_exists(target.namespace)
+    except Exception:
+        if not catalog.namespace_exists(target.namespace):
+            raise
+    try:
+        return catalog.create_table_if_not_exists(target.table, schema=schema, partition_spec=spec)
+    except Exception:
+        if not catalog.table_exists(target.table):
+            raise
+        return catalog.load_table(target.table)
 
 
 def partition_columns(table) -> list[str]:
