@@ -1,12 +1,14 @@
 """The events pipeline of the source tests: order events on a Kafka topic, read through a
 Kafka source, loaded into a Postgres table (keyed by event id: a second copy of an event
-would be refused) and, optionally, an output topic (test_source_loads.py, source_driver.py)."""
+would be refused) and, optionally, an output topic and an Iceberg table (test_source_loads.py,
+source_driver.py)."""
 
 from __future__ import annotations
 
 from pyspark.sql import functions as F
 
 from twophase.ids import load_id_for
+from twophase.participants.iceberg import IcebergTarget
 from twophase.participants.kafka import KafkaTarget
 from twophase.participants.postgres import PostgresTarget
 from twophase.protocol import coordinator
@@ -16,7 +18,10 @@ from twophase.spec import LoadSpec
 
 
 def spec_for(events: dict, run: str, source, to_kafka: bool = True) -> LoadSpec:
-    targets = (PostgresTarget(events["table"]),) + ((KafkaTarget(events["output"], key_column="event_id"),)
+    """The events pipeline's load: the table, and (`to_kafka`) the output topic and the
+    Iceberg table (events["iceberg"], made by the first load)."""
+    lake = IcebergTarget(events["iceberg"], columns={"event_id": "string", "customer_id": "string", "amount": "int"})
+    targets = (PostgresTarget(events["table"]),) + ((KafkaTarget(events["output"], key_column="event_id"), lake)
                                                      if to_kafka else ())
     return LoadSpec(load_id=load_id_for(events["pipeline"], run), pipeline=events["pipeline"], run_id=run,
                     targets=targets, source=source)

@@ -21,7 +21,7 @@ from datetime import date, timedelta
 import psycopg2
 import pytest
 
-from support import make_df
+from support import create_schema, make_df
 from twophase.connections import Connections
 from twophase.ids import STAGING_SCHEMA, load_id_for
 from twophase.ops.verify import verify
@@ -41,7 +41,7 @@ COLUMNS = """customer_id text not null, day date not null, orders int not null, 
 def table(pg_dsn, unique_name):
     name = f"core_tests.{unique_name}"
     with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
-        cur.execute("create schema if not exists core_tests")
+        create_schema(cur, "core_tests")
         cur.execute(f"create table {name} ({COLUMNS}) partition by range (day)")
     return name
 
@@ -176,7 +176,7 @@ def test_a_database_that_cannot_prepare_attaches_in_its_last_resource_commit(spa
     stock = Connections(stock_dsn, kafka_bootstrap)  # max_prepared_transactions = 0: the load's last resource
     table = f"core_tests.{unique_name}"
     cur = _cursor(stock_dsn)
-    cur.execute("create schema if not exists core_tests")
+    create_schema(cur, "core_tests")
     cur.execute(f"create table {table} ({COLUMNS}) partition by range (day)")
     loads = []
     for run, rows, mode in (("first", 40, "append"), ("second", 20, "replace")):

@@ -7,7 +7,7 @@ import json
 import psycopg2
 import pytest
 
-from support import header, make_df, make_spec, participants, read_topic
+from support import create_schema, header, make_df, make_spec, participants, read_topic
 from twophase.participants.postgres import is_prepared
 from twophase.protocol import coordinator
 from twophase.protocol.outcome import Kind
@@ -146,7 +146,7 @@ def test_timestamps_land_as_the_same_instants(spark, txlog, conns, pg_dsn, uniqu
 
     table = f"core_tests.{unique_name}"
     with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
-        cur.execute("create schema if not exists core_tests")
+        create_schema(cur, "core_tests")
         cur.execute(f"""create table {table} (customer_id text primary key, at timestamptz,
                         wall timestamp, load_id text not null)""")
     instants = {"c1": "2026-03-08T06:59:59.999999Z", "c2": "2026-03-08T07:00:00.000001Z",  # around New York's DST

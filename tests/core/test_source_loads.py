@@ -1,6 +1,6 @@
 """Loads that read a source through Spark, on the stack: events produced to a Kafka topic
-while loads run, one rolled back, reach the Postgres table and the output topic exactly
-once (an independent read of the whole source topic equals the union of the committed
+while loads run, one rolled back, reach the Postgres table, the output topic and the
+Iceberg table exactly once (an independent read of the whole source topic equals the union of the committed
 loads), and the pipeline's consumer group shows where the committed loads got to (in the
 copy transaction, or after the commit when the load has no Kafka target); a file that
 grows after begin fails its load, named, and the next load reads it."""
@@ -27,7 +27,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import functions as F
 
 from source_events import job, load_new_events, spec_for
-from support import header, read_topic, wait_settled
+from support import create_schema, drop_iceberg_table, header, iceberg_table, read_topic, wait_settled
+from twophase.connections import Connections
 from twophase.log import PostgresLog
 from twophase.ops import recovery
 from twophase.ops.verify import verify
@@ -44,17 +45,25 @@ DRIVER = Path(__file__).with_name("source_driver.py")
 
 
 @pytest.fixture
+def conns(pg_dsn, kafka_bootstrap, iceberg_catalog) -> Connections:
+    """The servers, with the stack's Iceberg catalog: the events pipeline loads an Iceberg table."""
+    return Connections(pg_dsn, kafka_bootstrap, iceberg_catalog=iceberg_catalog)
+
+
+@pytest.fixture
 def events(pg_dsn, kafka_bootstrap, unique_name):
-    """A source topic of three partitions, an output table and topic named after the test."""
+    """A source topic of three partitions, an output table, topic and Iceberg table named
+    after the test (the Iceberg one made by the first load, purged after the test)."""
     name = unique_name.replace("_", "-")
     source, output, table = f"{name}-in", f"{name}-out", f"core_tests.{unique_name}"
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})  # kept until its answer came
     admin.create_topics([NewTopic(source, 3, 1)])[source].result()
     with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
-        cur.execute("create schema if not exists core_tests")
+        create_schema(cur, "core_tests")
         cur.execute(f"create table {table} (event_id text primary key, customer_id text, amount int, "
                     "load_id text not null)")
-    return {"source": source, "output": output, "table": table, "pipeline": name}
+    yield {"source": source, "output": output, "table": table, "pipeline": name, "iceberg": f"{table}_lake"}
+    drop_iceberg_table(f"{table}_lake")
 
 
 def group_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
@@ -82,9 +91,11 @@ def assert_exactly_once(events: dict, bootstrap: str, pg_dsn: str, produced: int
                                                                    f"{events['pipeline']}")
                  if x.state == State.COMMITTED}
     out = [m for m in read_topic(bootstrap, events["output"]) if header(m, "load_id") in committed]
+    lake = iceberg_table(events["iceberg"]).scan(selected_fields=("event_id", "load_id")).to_arrow().to_pylist()
     assert len(everything) == produced
     assert in_table == everything  # every event once (the primary key would refuse a second)
     assert sorted(m.key().decode() for m in out) == everything
+    assert sorted(r["event_id"] for r in lake) == everything and {r["load_id"] for r in lake} <= committed
 
 
 class Generator(threading.Thread):

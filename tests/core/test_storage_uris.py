@@ -23,7 +23,7 @@ import pytest
 from orders_sample.generate import generate
 from own_disk_executors import submit_prepare
 from pipeline.expected import _valid, expected_totals
-from support import ROOT, count_table_rows
+from support import ROOT, count_table_rows, create_schema
 from twophase.ids import load_id_for
 from twophase.participants.postgres import PostgresTarget
 from twophase.log import UnknownLoad
@@ -41,7 +41,7 @@ def tables(pg_dsn, unique_name):
     """Fresh tables shaped like the example's per-customer and summary tables."""
     names = {"": f"core_tests.{unique_name}", "summary": f"core_tests.{unique_name}_sum"}
     with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
-        cur.execute("create schema if not exists core_tests")
+        create_schema(cur, "core_tests")
         cur.execute(f"""create table {names['']} (customer_id text not null, day date not null, orders int not null,
             revenue numeric(14, 2) not null, first_order_at timestamptz not null, last_order_at timestamptz not null,
             load_id text not null, primary key (day, customer_id))""")
