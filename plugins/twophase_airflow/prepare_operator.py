@@ -14,7 +14,8 @@ A SparkSubmitOperator that adds what the frame (twophase.spark.job.run) needs:
   (`spark.pyspark.python`): PYSPARK_PYTHON and
   PYSPARK_DRIVER_PYTHON of the Airflow host are never passed on. When the driver runs here
   (local master, client mode) and no driver Python is set, it is this task's own;
-- the twophase package as a --py-files zip, so executors on a cluster can import it.
+- the twophase package as a --py-files zip, so executors on a cluster can import it
+  (with its Java sources, which its Spark functions compile on the driver).
 
 Standalone cluster deploy mode is refused before submitting: Spark cannot run a Python
 application that way.
@@ -44,11 +45,12 @@ _HOST_PYTHON = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
 
 
 def package_zip(folder: Path) -> Path:
-    """twophase/ as a zip for --py-files (rebuilt per run: it is small)."""
+    """twophase/ as a zip for --py-files (rebuilt per run: it is small), with the Java
+    sources its Spark functions compile on the driver (twophase.spark.java_functions)."""
     source = Path(twophase.__file__).parent
     target = folder / "twophase.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in sorted(source.rglob("*.py")):
+        for path in sorted([*source.rglob("*.py"), *source.rglob("*.java")]):
             zf.write(path, Path("twophase") / path.relative_to(source))
     return target
 

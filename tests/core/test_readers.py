@@ -25,6 +25,9 @@ CSV_LINES = {
     "": "blank",
     "   ": "blank",
     "2026-11-20T05:00:00Z,/a,3,0.5,extra": "too_many_fields",
+    "2026-11-20T05:00:00Z,/a,3,0.5,": "too_many_fields",        # a separator more is a field more
+    '2026-11-20T05:00:00Z,"/a",3,0.5,,x': "too_many_fields",
+    "2026-11-20T05:00:00Z,/a,3,,x": "too_many_fields",           # the last column empty, one more after it
     "2026-11-20T05:00:00Z,,3,0.5": "missing_url",
     "2026-11-20T05:00:00Z,/a": "missing_views",
     "yesterday,/a,3,0.5": "bad_ts",
@@ -36,6 +39,8 @@ CSV_LINES = {
 JSON_LINES = {
     '{"ts": "2026-11-20T05:00:00Z", "url": "/a", "views": 3, "share": 0.5}': "row",
     '{"views": "3", "url": "/b", "ts": "2026-11-20T05:10:00Z", "share": "1.25", "other": [1]}': "row",
+    '{"ts": "2026-11-20T05:20:00Z", "url": "/c\\u00e9", "views": 4, "share": 2, "x": {"y": [1, "\\""]}}': "row",
+    '{"ts": "2026-11-20T05:00:00Z", "url": "/a", "views": 3, "share": 0.5, "url": "/b"}': "row",  # the last one
     "": "blank",
     "{not json": "malformed",
     "[1, 2]": "malformed",
@@ -63,10 +68,11 @@ def kinds(read, lines: dict) -> dict:
     return {line: rejected.get(line, "row" if expected == "row" else expected) for line, expected in lines.items()}
 
 
-def test_csv_lines_are_rows_rejects_with_reasons_blank_or_header(spark, tmp_path):
+@pytest.mark.parametrize("java", [True, False], ids=["java", "spark"])
+def test_csv_lines_are_rows_rejects_with_reasons_blank_or_header(spark, tmp_path, java):
     text = "\n".join(CSV_LINES) + "\n"
     spec = spec_of(tmp_path / "in", views__csv=text, _SUCCESS="", **{".hidden": "x"})
-    read = read_csv(spark, spec, SCHEMA)
+    read = read_csv(spark, spec, SCHEMA, java=java)
     rejected = {r["content"]: r for r in read.rejects.collect()}
     assert {line: r["reason"] for line, r in rejected.items()} == {
         line: kind for line, kind in CSV_LINES.items() if kind not in ("row", "blank", "header")}
@@ -82,30 +88,34 @@ def test_csv_lines_are_rows_rejects_with_reasons_blank_or_header(spark, tmp_path
     assert read.metrics == {
         "input_lines": len(CSV_LINES), "rejected_lines": expected_rejects,
         "rejected_by_reason": {"bad_share": 1, "bad_ts": 1, "bad_views": 2, "missing_url": 1, "missing_views": 1,
-                               "too_many_fields": 1},
+                               "too_many_fields": 4},
         "blank_lines": 2, "header_lines": 1,
         "skipped_files": 1, "skipped_bytes": 1, "skipped_paths": [{"path": ".hidden", "bytes": 1, "why": (
             "hidden name (starts with '_' or '.': a marker or a file being written)")}]}
     job_metrics.check(read.metrics)
 
 
-def test_json_lines_are_rows_or_rejects_with_reasons(spark, tmp_path):
+@pytest.mark.parametrize("java", [True, False], ids=["java", "spark"])
+def test_json_lines_are_rows_or_rejects_with_reasons(spark, tmp_path, java):
     spec = spec_of(tmp_path / "in", views__jsonl="\n".join(JSON_LINES) + "\n")
-    read = read_json_lines(spark, spec, SCHEMA)
+    read = read_json_lines(spark, spec, SCHEMA, java=java)
     rejected = {r["content"]: r["reason"] for r in read.rejects.collect()}
     assert rejected == {line: kind for line, kind in JSON_LINES.items() if kind not in ("row", "blank")}
     assert sorted((r["url"], r["views"], r["share"]) for r in read.rows.collect()) == [
-        ("/a", 3, Decimal("0.50")), ("/b", 3, Decimal("1.25"))]
+        ("/a", 3, Decimal("0.50")), ("/b", 3, Decimal("0.50")), ("/b", 3, Decimal("1.25")),
+        ("/c\u00e9", 4, Decimal("2.00"))]
     assert read.metrics["input_lines"] == len(JSON_LINES) and read.metrics["blank_lines"] == 1
     assert read.metrics["rejected_lines"] == len(rejected) == sum(read.metrics["rejected_by_reason"].values())
     job_metrics.check(read.metrics)
 
 
 def test_optional_columns_may_be_missing_but_not_wrong(spark, tmp_path):
-    spec = spec_of(tmp_path / "in", a__csv="2026-11-20T05:00:00Z,/a,,\n2026-11-20T05:00:00Z,/a,x,\n")
+    spec = spec_of(tmp_path / "in", a__csv="2026-11-20T05:00:00Z,/a,,\n2026-11-20T05:00:00Z,/a,x,\n"
+                   "2026-11-20T05:00:00Z,/a,,,x\n")
     read = read_csv(spark, spec, SCHEMA, header=False, optional=("views", "share"))
     assert [(r["views"], r["share"]) for r in read.rows.collect()] == [(None, None)]
-    assert read.metrics["rejected_by_reason"] == {"bad_views": 1} and "header_lines" not in read.metrics
+    assert read.metrics["rejected_by_reason"] == {"bad_views": 1, "too_many_fields": 1}
+    assert "header_lines" not in read.metrics
     with pytest.raises(SpecError, match=r"optional names \['nope'\], which are not columns of the schema"):
         read_csv(spark, spec, SCHEMA, optional=("nope",))
 

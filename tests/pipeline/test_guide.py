@@ -87,6 +87,7 @@ def test_the_guides_pipeline_loads_hours_replaces_one_and_rolls_back_a_bad_one(t
     # three that name its version, before the level is set).
     prepare = done.task_log("prepare")
     assert "twophase.prepare: prepare finished in" in prepare and "twophase.readers: read 62 lines" in prepare
+    assert "Java functions twophase_csv_fields, twophase_json_fields registered from" in prepare, prepare
     assert " INFO DAGScheduler: " not in prepare and " INFO Executor: " not in prepare
     assert len(prepare.splitlines()) < 80, prepare
 

@@ -24,12 +24,14 @@ why, once per session, and the job does the same work without it.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import weakref
+import zipfile
 from pathlib import Path
 
 from ..errors import root_cause
-from ..jvm_build import JvmUnavailable, built
+from ..jvm_build import JvmUnavailable, built, cache_dir
 
 log = logging.getLogger("twophase.spark.java")
 _refused: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # session -> {sources it could not register}
@@ -45,8 +47,7 @@ def register(spark, source: Path, functions: dict[str, tuple[str, str]], instead
     if all(spark.catalog.functionExists(name) for name in functions):
         return True
     try:
-        if not source.is_file():
-            raise JvmUnavailable(f"{source} is not on the driver's disk")
+        source = _on_disk(source)
         classpath = spark.sparkContext._jvm.System.getProperty("java.class.path")
         jar = built("spark-functions", source.stem, [source], classpath) / f"{source.stem}.jar"
         spark.sql(f"ADD JAR '{jar}'")
@@ -59,3 +60,26 @@ def register(spark, source: Path, functions: dict[str, tuple[str, str]], instead
         return False
     log.info("Java functions %s registered from %s", ", ".join(functions), jar)
     return True
+
+
+def _on_disk(source: Path) -> Path:
+    """`source` as a file javac can read: itself, or, when it is inside a zip on the
+    driver's disk (the package shipped with --py-files), a copy of it in the machine's
+    cache (one per content)."""
+    if source.is_file():
+        return source
+    archive = next((p for p in source.parents if p.suffix == ".zip" and p.is_file()), None)
+    if archive is None:
+        raise JvmUnavailable(f"{source} is not on the driver's disk")
+    try:
+        with zipfile.ZipFile(archive) as zipped:
+            text = zipped.read(source.relative_to(archive).as_posix())
+    except KeyError:
+        raise JvmUnavailable(f"{source.relative_to(archive)} is not in {archive}") from None
+    copy = cache_dir() / "sources" / hashlib.sha256(text).hexdigest()[:16] / source.name
+    if not copy.is_file():
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        partial = copy.with_name(copy.name + ".partial")
+        partial.write_bytes(text)
+        partial.replace(copy)
+    return copy

@@ -16,8 +16,11 @@ begin) and account for every line, once:
   its type (Spark's own casts: `try_cast`), in `rows` with the schema's columns and types;
 - rejected, with a reason (rejected_by_reason; `rejects` holds each line with its reason,
   file, detail and content, for the quarantine):
-    malformed         not a JSON object / a CSV line Spark cannot split
-    too_many_fields   a CSV line with more fields than the schema has columns
+    malformed         not a JSON object (JSON lines)
+    too_many_fields   a CSV line with more fields than the schema has columns (a separator
+                      at its end makes one more, empty; one exception: a line with quotes
+                      whose last column is empty, which is missing_<last>, or a row if the
+                      last column is optional)
     missing_<column>  the column is absent, empty or null
     bad_<column>      its value is not of the column's type (detail: the value and type)
   the first of these that applies, in this order and the schema's column order;
@@ -28,7 +31,11 @@ The files the source listed but does not read (hidden names, subfolders) are in 
 metrics too (skipped_files, skipped_bytes, skipped_paths), for the vote's gate. Nothing is
 parsed in Python: a line crosses to Python only in `rejects`, capped by the quarantine.
 
-Each line is parsed and judged once, when the reader counts the verdicts; what the rows
+Each line is split into its fields in Java (LineFields.java, compiled on the driver:
+twophase.spark.java_functions) where its form leaves no doubt about what Spark's own
+parser (from_csv, from_json) would make of it, else by that parser, so the verdicts are
+Spark's either way (a driver without a JDK parses every line with Spark's). Each line is
+parsed and judged once, when the reader counts the verdicts; what the rows
 and the rejects need of it is kept (persisted: a row's typed values, a rejected line's
 reason, detail, file and text) until the prepare ends (twophase.spark.job.prepare lets it
 go), so `rows` and `rejects` read the cache, not the files.
@@ -38,14 +45,20 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 from .. import schema as schemas
 from ..errors import SpecError
+from . import java_functions
 from .job import read_source
 
 log = logging.getLogger("twophase.readers")
+JAVA_SOURCE = Path(__file__).with_name("jvm") / "LineFields.java"  # the fast path: a line's fields in Java
+CSV_FIELDS, JSON_FIELDS = "twophase_csv_fields", "twophase_json_fields"
+JAVA_FUNCTIONS = {CSV_FIELDS: ("twophase.LineFields$Csv", "array<string>"),
+                  JSON_FIELDS: ("twophase.LineFields$Json", "array<string>")}
 MAX_LISTED = 100  # skipped_paths lists at most this many files (all are counted)
-_CORRUPT, _EXTRA, _PART = "_twophase_corrupt", "_twophase_extra", "_twophase_part"
+_CORRUPT, _JAVA, _PART = "_twophase_corrupt", "_twophase_java", "_twophase_part"
 _VALUE, _FILE, _MALFORMED, _TOO_MANY = "_twophase_value", "_twophase_file", "_twophase_malformed", "_twophase_too_many"
 _VERDICT, _DETAIL = "_twophase_verdict", "_twophase_detail"
 BLANK, HEADER = -1, -2  # a line's verdict when it is blank or the header (0: a row; n > 0: the n-th check failed)
@@ -61,29 +74,67 @@ class Lines:
     metrics: dict
 
 
-def read_csv(spark, spec, schema: dict, *, header: bool = True, sep: str = ",", optional: tuple = ()) -> Lines:
+def read_csv(spark, spec, schema: dict, *, header: bool = True, sep: str = ",", optional: tuple = (),
+             java: bool = True) -> Lines:
     """The load's CSV lines (no line breaks inside fields) as rows of `schema` ({column:
-    Spark type}, in the files' column order); see the module doc."""
+    Spark type}, in the files' column order); see the module doc. `java=False` reads
+    every line with from_csv (the same verdicts, slower)."""
     from pyspark.sql import functions as F
 
     declared = schemas.check(schema, "read_csv schema")
-    raw = ", ".join(f"`{c}` string" for c in [*declared, _EXTRA])
-    parsed = F.from_csv(F.col("value"), raw, {"sep": sep, "mode": "PERMISSIVE"})
+    raw = ", ".join(f"`{c}` string" for c in [*declared, _CORRUPT])
+    options = {"sep": sep, "mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+    fields = None
+    if java and len(sep) == 1 and _in_java(spark):
+        fields = F.call_function(CSV_FIELDS, F.col("value").cast("binary"), F.lit(sep), F.lit(len(declared)))
+    parsed = _parsed(F.from_csv(F.col("value"), raw, options), fields, declared)
+    # A line without exactly as many fields as columns is corrupt for from_csv, which keeps
+    # the first ones: with the last column present it had more; without, it had fewer
+    # unless its last column was empty and more followed, which counting the separators
+    # of a line without quotes tells.
+    fields_count = F.size(F.split(F.col("value"), f"\\Q{sep}\\E", -1))
+    too_many = F.col(f"parsed.{_CORRUPT}").isNotNull() & (
+        F.col(f"parsed.`{list(declared)[-1]}`").isNotNull()
+        | ((F.instr(F.col("value"), '"') == 0) & (fields_count > len(declared))))
     header_line = sep.join(declared) if header else None
-    return _judge(spark, spec, declared, parsed, F.lit(False), optional, header_line,
-                  too_many=F.col(f"parsed.{_EXTRA}").isNotNull())
+    return _judge(spark, spec, declared, parsed, F.lit(False), optional, header_line, too_many=too_many)
 
 
-def read_json_lines(spark, spec, schema: dict, *, optional: tuple = ()) -> Lines:
+def read_json_lines(spark, spec, schema: dict, *, optional: tuple = (), java: bool = True) -> Lines:
     """The load's JSON lines (one object per line; keys the schema does not name are
-    ignored) as rows of `schema` ({column: Spark type}); see the module doc."""
+    ignored) as rows of `schema` ({column: Spark type}); see the module doc. `java=False`
+    reads every line with from_json (the same verdicts, slower)."""
     from pyspark.sql import functions as F
 
     declared = schemas.check(schema, "read_json_lines schema")
     raw = ", ".join(f"`{c}` string" for c in [*declared, _CORRUPT])
-    parsed = F.from_json(F.col("value"), raw, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
+    fields = None
+    if java and _in_java(spark):
+        fields = F.call_function(JSON_FIELDS, F.col("value").cast("binary"), F.lit("\0".join(declared)))
+    parsed = _parsed(F.from_json(F.col("value"), raw, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}),
+                     fields, declared)
     malformed = F.col("parsed").isNull() | F.col(f"parsed.{_CORRUPT}").isNotNull()
     return _judge(spark, spec, declared, parsed, malformed, optional, None, too_many=F.lit(False))
+
+
+def _in_java(spark) -> bool:
+    return java_functions.register(spark, JAVA_SOURCE, JAVA_FUNCTIONS,
+                                   "every line is parsed by Spark's from_csv or from_json (slower, same verdicts)")
+
+
+def _parsed(spark_parse, fields, declared: dict):
+    """How a line's `parsed` struct (the schema's columns as text, and _CORRUPT) is made:
+    `spark_parse` alone, or the Java function's `fields` (an array of them, null where it
+    leaves the line to Spark) and `spark_parse` for the lines it leaves. _judge computes
+    `fields` in a step of its own, once per line."""
+    from pyspark.sql import functions as F
+
+    if fields is None:
+        return lambda frame: frame.withColumn("parsed", spark_parse)
+    found = F.col(_JAVA)
+    struct = F.struct(*[found[i].alias(c) for i, c in enumerate(declared)], found[len(declared)].alias(_CORRUPT))
+    return lambda frame: barrier(frame.withColumn(_JAVA, fields)).withColumn(
+        "parsed", F.when(found.isNotNull(), struct).otherwise(spark_parse)).drop(_JAVA)
 
 
 def _judge(spark, spec, declared: dict, parsed, malformed, optional: tuple, header_line: str | None,
@@ -100,7 +151,7 @@ def _judge(spark, spec, declared: dict, parsed, malformed, optional: tuple, head
     # spark_partition_id(), which is not deterministic) keeps Spark from inlining a step
     # into the next, where the parse and each cast would be copied into every check that
     # reads them. Internal names (_twophase_*) leave every name free for the schema.
-    lines = barrier(read_source(spark, spec).select("value", "file").withColumn("parsed", parsed).select(
+    lines = barrier(parsed(read_source(spark, spec).select("value", "file")).select(
         F.col("value").alias(_VALUE), F.col("file").alias(_FILE), "parsed",
         malformed.alias(_MALFORMED), too_many.alias(_TOO_MANY),
         *[(text[c].isNotNull() & (F.trim(text[c]) != "")).alias(_has(i)) for i, c in enumerate(columns)],
