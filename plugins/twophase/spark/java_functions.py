@@ -17,15 +17,18 @@ The source is compiled (twophase.jvm_build: once per source and Spark installati
 the machine's cache) against the classpath of the session's own driver JVM, its jar added
 to the session (ADD JAR: the driver loads it, the executors fetch it from the driver),
 and each class (one of Spark's org.apache.spark.sql.api.java.UDF1..UDF22) registered as a
-SQL function. Where that cannot happen (no JDK beside the driver, a source that does not
-compile, a driver that does not have the source: a cluster's deploy mode) `register` logs
-why, once per session, and the job does the same work without it.
+SQL function. A source inside a zip on the driver's disk (the twophase package, shipped
+with --py-files, carries the readers' LineFields.java) is compiled from a copy in the
+cache. Where that cannot happen (no JDK beside the driver, a source that does not compile,
+a driver that does not have the source: a job's own folder in cluster deploy mode)
+`register` logs why, once per session, and the job does the same work without it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import weakref
 import zipfile
 from pathlib import Path
@@ -79,7 +82,7 @@ def _on_disk(source: Path) -> Path:
     copy = cache_dir() / "sources" / hashlib.sha256(text).hexdigest()[:16] / source.name
     if not copy.is_file():
         copy.parent.mkdir(parents=True, exist_ok=True)
-        partial = copy.with_name(copy.name + ".partial")
+        partial = copy.with_name(f"{copy.name}.{os.getpid()}.partial")  # one per process: javac reads whole files
         partial.write_bytes(text)
         partial.replace(copy)
     return copy

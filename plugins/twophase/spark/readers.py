@@ -18,9 +18,7 @@ begin) and account for every line, once:
   file, detail and content, for the quarantine):
     malformed         not a JSON object (JSON lines)
     too_many_fields   a CSV line with more fields than the schema has columns (a separator
-                      at its end makes one more, empty; one exception: a line with quotes
-                      whose last column is empty, which is missing_<last>, or a row if the
-                      last column is optional)
+                      at its end makes one more, empty)
     missing_<column>  the column is absent, empty or null
     bad_<column>      its value is not of the column's type (detail: the value and type)
   the first of these that applies, in this order and the schema's column order;
@@ -33,12 +31,12 @@ parsed in Python: a line crosses to Python only in `rejects`, capped by the quar
 
 Each line is split into its fields in Java (LineFields.java, compiled on the driver:
 twophase.spark.java_functions) where its form leaves no doubt about what Spark's own
-parser (from_csv, from_json) would make of it, else by that parser, so the verdicts are
+parser (from_csv, from_json) would make of it, else by that parser, so the fields are
 Spark's either way (a driver without a JDK parses every line with Spark's). Each line is
-parsed and judged once, when the reader counts the verdicts; what the rows
-and the rejects need of it is kept (persisted: a row's typed values, a rejected line's
-reason, detail, file and text) until the prepare ends (twophase.spark.job.prepare lets it
-go), so `rows` and `rejects` read the cache, not the files.
+parsed and judged once, when the reader counts the verdicts; what the rows and the
+rejects need of it is kept (persisted: a row's typed values, a rejected line's reason,
+detail, file and text) until the prepare ends (twophase.spark.job.prepare lets it go), so
+`rows` and `rejects` read the cache, not the files.
 """
 
 from __future__ import annotations
@@ -90,12 +88,12 @@ def read_csv(spark, spec, schema: dict, *, header: bool = True, sep: str = ",", 
     parsed = _parsed(F.from_csv(F.col("value"), raw, options), fields, declared)
     # A line without exactly as many fields as columns is corrupt for from_csv, which keeps
     # the first ones: with the last column present it had more; without, it had fewer
-    # unless its last column was empty and more followed, which counting the separators
-    # of a line without quotes tells.
-    fields_count = F.size(F.split(F.col("value"), f"\\Q{sep}\\E", -1))
+    # unless its last column was empty and more followed, which counting its separators
+    # outside quotes (followed by an even number of quotes) tells.
+    outside_quotes = f'\\Q{sep}\\E(?=(?:[^"]*"[^"]*")*[^"]*\\z)'
     too_many = F.col(f"parsed.{_CORRUPT}").isNotNull() & (
         F.col(f"parsed.`{list(declared)[-1]}`").isNotNull()
-        | ((F.instr(F.col("value"), '"') == 0) & (fields_count > len(declared))))
+        | (F.size(F.split(F.col("value"), outside_quotes, -1)) > len(declared)))
     header_line = sep.join(declared) if header else None
     return _judge(spark, spec, declared, parsed, F.lit(False), optional, header_line, too_many=too_many)
 
