@@ -13,6 +13,10 @@ _PIPELINE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 GID_PREFIX = "twophase:"
 COPY_ID_PREFIX = "twophase-copy-"
 STAGING_SCHEMA = "twophase_staging"
+# The advisory lock (pg_advisory_*lock(hashtext(...))) under which every process creates
+# schemas and tables on a server: two that find one missing at once would both create it,
+# and the second fail on the catalog's unique index, IF NOT EXISTS or not.
+CREATING_LOCK = "twophase.schema"
 
 
 def digest(text: str, n: int) -> str:

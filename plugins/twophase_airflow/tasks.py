@@ -24,6 +24,7 @@ from twophase.gates.approval import ApprovalGate
 from twophase.gates.audit_step import AuditGate
 from twophase.log import PostgresLog, TransactionLog, UnknownLoad
 from twophase.ops import show
+from twophase.participants.postgres.server import creating
 from twophase.protocol import coordinator
 from twophase.protocol.outcome import Outcome
 from twophase.protocol.states import TERMINAL, State
@@ -124,7 +125,7 @@ def _begin(cfg: LoadConfig, pipeline: str, context) -> bool:
         with log_database(cfg.log_conn_id, conns.pg_dsn):
             for conn_id, ddl in cfg.ddl:
                 dsn = conns.pg_dsn if conn_id == cfg.log_conn_id else conns.named[conn_id][1]
-                with closing(psycopg2.connect(dsn)) as conn, conn, conn.cursor() as cur:
+                with closing(psycopg2.connect(dsn)) as conn, conn, conn.cursor() as cur, creating(cur):
                     cur.execute(ddl)
             load = coordinator.begin(PostgresLog(conns.pg_dsn), spec, conns,
                                      empty=cfg.source.empty if cfg.source else "load")

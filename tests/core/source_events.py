@@ -17,12 +17,12 @@ from twophase.sources import Range
 from twophase.spec import LoadSpec
 
 
-def spec_for(events: dict, run: str, source, to_kafka: bool = True) -> LoadSpec:
-    """The events pipeline's load: the table, and (`to_kafka`) the output topic and the
+def spec_for(events: dict, run: str, source, all_targets: bool = True) -> LoadSpec:
+    """The events pipeline's load: the table, and (`all_targets`) the output topic and the
     Iceberg table (events["iceberg"], made by the first load)."""
     lake = IcebergTarget(events["iceberg"], columns={"event_id": "string", "customer_id": "string", "amount": "int"})
     targets = (PostgresTarget(events["table"]),) + ((KafkaTarget(events["output"], key_column="event_id"), lake)
-                                                     if to_kafka else ())
+                                                     if all_targets else ())
     return LoadSpec(load_id=load_id_for(events["pipeline"], run), pipeline=events["pipeline"], run_id=run,
                     targets=targets, source=source)
 

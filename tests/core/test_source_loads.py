@@ -261,7 +261,7 @@ def test_a_load_without_a_kafka_target_shows_its_end_in_the_group_once_committed
                          partition=n % 3)
     producer.flush(30)
     log, source = PostgresLog(pg_dsn), KafkaSource(events["source"], group=events["pipeline"])
-    spec = spec_for(events, "run-1", source, to_kafka=False)
+    spec = spec_for(events, "run-1", source, all_targets=False)
     load = coordinator.begin(log, spec, conns)
     coordinator.prepare(log, conns, spec.load_id, job(spark, load, conns))
     assert coordinator.vote(log, conns, spec.load_id).state == State.COMMITTING
@@ -303,7 +303,7 @@ def test_the_streaming_jobs_records_are_each_totalled_or_rejected_with_its_reaso
     producer.flush(30)
     log = PostgresLog(pg_dsn)
     spec = replace(spec_for(events, "run-1", KafkaSource(events["source"], group=events["pipeline"]),
-                            to_kafka=False), targets=(PostgresTarget(table),))
+                            all_targets=False), targets=(PostgresTarget(table),))
     coordinator.begin(log, spec, conns)
     frame.prepare(spark, orders_stream_totals.build, spec.load_id, conns)
     assert spark._jsparkSession.sharedState().cacheManager().isEmpty(), "what the job kept outlives its prepare"

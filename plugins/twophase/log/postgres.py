@@ -18,7 +18,7 @@ import psycopg2.errors
 import psycopg2.extras
 from psycopg2 import sql
 
-from .. import privileges
+from .. import ids, privileges
 from ..errors import MissingPrivilege, one_line
 from ..gates.quarantine import Kept
 from ..protocol import states
@@ -109,7 +109,7 @@ class PostgresLog(TransactionLog):
         with self._cursor() as cur:
             if self._version(cur) == len(MIGRATIONS):
                 return len(MIGRATIONS)
-            cur.execute("select pg_advisory_xact_lock(hashtext('twophase.schema'))")
+            cur.execute("select pg_advisory_xact_lock(hashtext(%s))", (ids.CREATING_LOCK,))
             if not _exists(cur, "select 1 from pg_namespace where nspname = 'twophase'"):
                 cur.execute("create schema twophase")
             if self._version(cur) is None:

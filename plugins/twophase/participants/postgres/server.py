@@ -41,25 +41,46 @@ def ensure_schemas(cur, last_resource: bool = False) -> None:
     cur.execute("select to_regnamespace('twophase') is not null, to_regnamespace(%s) is not null",
                 (ids.STAGING_SCHEMA,))
     twophase, staging = cur.fetchone()
-    if not twophase:
-        cur.execute("create schema if not exists twophase")
     if last_resource:
         ensure_decisions(cur)
-    elif not _exists(cur, MARKERS):
-        cur.execute(f"""create table if not exists {MARKERS} (
-            gid text primary key, load_id text not null, rows bigint not null,
-            deleted bigint not null, prepared_at timestamptz not null default now())""")
-    if not staging:
-        cur.execute(f"create schema if not exists {ids.STAGING_SCHEMA}")
+    markers = last_resource or (twophase and _exists(cur, MARKERS))
+    if twophase and staging and markers:
+        return
+    with creating(cur):
+        if not twophase:
+            cur.execute("create schema if not exists twophase")
+        if not markers:
+            cur.execute(f"""create table if not exists {MARKERS} (
+                gid text primary key, load_id text not null, rows bigint not null,
+                deleted bigint not null, prepared_at timestamptz not null default now())""")
+        if not staging:
+            cur.execute(f"create schema if not exists {ids.STAGING_SCHEMA}")
 
 
 def ensure_decisions(cur) -> None:
     """The decisions table (a last resource's markers), and its schema, when missing."""
     if not _exists(cur, DECISIONS):
-        cur.execute("create schema if not exists twophase")
-        cur.execute(f"""create table if not exists {DECISIONS} (
-            load_id text primary key, decision text not null check (decision in ('COMMIT', 'ABORT')),
-            tables jsonb, decided_at timestamptz not null default now())""")
+        with creating(cur):
+            cur.execute("create schema if not exists twophase")
+            cur.execute(f"""create table if not exists {DECISIONS} (
+                load_id text primary key, decision text not null check (decision in ('COMMIT', 'ABORT')),
+                tables jsonb, decided_at timestamptz not null default now())""")
+
+
+@contextmanager
+def creating(cur):
+    """What is inside runs in one session at a time on the server (ids.CREATING_LOCK, as
+    the transaction log's migrations): held to the end of the transaction, or, in
+    autocommit, of the block."""
+    if not cur.connection.autocommit:
+        cur.execute("select pg_advisory_xact_lock(hashtext(%s))", (ids.CREATING_LOCK,))
+        yield
+        return
+    cur.execute("select pg_advisory_lock(hashtext(%s))", (ids.CREATING_LOCK,))
+    try:
+        yield
+    finally:
+        cur.execute("select pg_advisory_unlock(hashtext(%s))", (ids.CREATING_LOCK,))
 
 
 def _exists(cur, table: str) -> bool:
