@@ -16,15 +16,16 @@ from twophase.participants.iceberg import IcebergTarget
 from twophase.participants.kafka import KafkaTarget
 from twophase.participants.kafka import iter_topic
 from twophase.participants.postgres import PostgresTarget
+from twophase.participants.postgres.server import creating
 from twophase.spec import LoadSpec
 
 
 def create_schema(cur, name: str) -> None:
-    """CREATE SCHEMA IF NOT EXISTS, one test worker at a time (the transaction's advisory
-    lock): two at once can both find it missing, and the second fails on the catalog's
-    unique index."""
-    cur.execute("select pg_advisory_xact_lock(hashtext(%s))", (f"create schema {name}",))
-    cur.execute(f"create schema if not exists {name}")
+    """CREATE SCHEMA IF NOT EXISTS, one test worker at a time (the product's own lock,
+    server.creating): two at once can both find it missing, and the second fails on the
+    catalog's unique index."""
+    with creating(cur):
+        cur.execute(f"create schema if not exists {name}")
 
 
 def count_table_rows(dsn: str, table: str, load_id: str) -> int:

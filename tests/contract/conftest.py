@@ -46,8 +46,6 @@ def target(pg_dsn, unique_name):
     The harness drops them when the test ends."""
     table = f"contract_tests.{unique_name}"
     with psycopg2.connect(pg_dsn) as conn, conn.cursor() as cur:
-        # Workers racing to create it: "if not exists" does not stop the catalog's unique key.
-        cur.execute("select pg_advisory_xact_lock(hashtext('contract_tests'))")
         create_schema(cur, "contract_tests")
         cur.execute(f"""create table {table} (
             customer_id text not null, day date not null, orders int not null,

@@ -82,10 +82,8 @@ def read_csv(spark, spec, schema: dict, *, header: bool = True, sep: str = ",", 
     declared = schemas.check(schema, "read_csv schema")
     raw = ", ".join(f"`{c}` string" for c in [*declared, _CORRUPT])
     options = {"sep": sep, "mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
-    fields = None
-    if java and len(sep) == 1 and _in_java(spark):
-        fields = F.call_function(CSV_FIELDS, F.col("value").cast("binary"), F.lit(sep), F.lit(len(declared)))
-    parsed = _parsed(F.from_csv(F.col("value"), raw, options), fields, declared)
+    parsed = _parsed(spark, F.from_csv(F.col("value"), raw, options), declared,
+                     (CSV_FIELDS, F.lit(sep), F.lit(len(declared))) if java and len(sep) == 1 else None)
     # A line without exactly as many fields as columns is corrupt for from_csv, which keeps
     # the first ones: with the last column present it had more; without, it had fewer
     # unless its last column was empty and more followed, which counting its separators
@@ -106,11 +104,9 @@ def read_json_lines(spark, spec, schema: dict, *, optional: tuple = (), java: bo
 
     declared = schemas.check(schema, "read_json_lines schema")
     raw = ", ".join(f"`{c}` string" for c in [*declared, _CORRUPT])
-    fields = None
-    if java and _in_java(spark):
-        fields = F.call_function(JSON_FIELDS, F.col("value").cast("binary"), F.lit("\0".join(declared)))
-    parsed = _parsed(F.from_json(F.col("value"), raw, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}),
-                     fields, declared)
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+    parsed = _parsed(spark, F.from_json(F.col("value"), raw, options), declared,
+                     (JSON_FIELDS, F.lit("\0".join(declared))) if java else None)
     malformed = F.col("parsed").isNull() | F.col(f"parsed.{_CORRUPT}").isNotNull()
     return _judge(spark, spec, declared, parsed, malformed, optional, None, too_many=F.lit(False))
 
@@ -120,19 +116,25 @@ def _in_java(spark) -> bool:
                                    "every line is parsed by Spark's from_csv or from_json (slower, same verdicts)")
 
 
-def _parsed(spark_parse, fields, declared: dict):
+def _parsed(spark, spark_parse, declared: dict, java: tuple | None):
     """How a line's `parsed` struct (the schema's columns as text, and _CORRUPT) is made:
-    `spark_parse` alone, or the Java function's `fields` (an array of them, null where it
-    leaves the line to Spark) and `spark_parse` for the lines it leaves. _judge computes
-    `fields` in a step of its own, once per line."""
+    `spark_parse` alone, or, given `java` (the function's name and its arguments after the
+    line's bytes) and a session where it is registered, the Java function's array of them
+    (null where it leaves the line to Spark) and `spark_parse` for the lines it leaves. The
+    function runs in a step of its own, once per line."""
     from pyspark.sql import functions as F
 
-    if fields is None:
+    if java is None or not _in_java(spark):
         return lambda frame: frame.withColumn("parsed", spark_parse)
+    name, *args = java
     found = F.col(_JAVA)
     struct = F.struct(*[found[i].alias(c) for i, c in enumerate(declared)], found[len(declared)].alias(_CORRUPT))
-    return lambda frame: barrier(frame.withColumn(_JAVA, fields)).withColumn(
-        "parsed", F.when(found.isNotNull(), struct).otherwise(spark_parse)).drop(_JAVA)
+
+    def parsed(frame):
+        split = barrier(frame.withColumn(_JAVA, F.call_function(name, F.col("value").cast("binary"), *args)))
+        return split.withColumn("parsed", F.when(found.isNotNull(), struct).otherwise(spark_parse)).drop(_JAVA)
+
+    return parsed
 
 
 def _judge(spark, spec, declared: dict, parsed, malformed, optional: tuple, header_line: str | None,

@@ -98,13 +98,8 @@ public final class LineFields {
                 }
                 joined = joinedNames;
             }
-            for (byte c : line) {
-                if (c < 0) {
-                    if (!Utf8.valid(line, 0, line.length)) {
-                        return null;
-                    }
-                    break;
-                }
+            if (!Utf8.valid(line, 0, line.length)) {
+                return null;
             }
             JsonScan scan = new JsonScan(line, names);
             return scan.object() ? scan.values : null;
@@ -342,9 +337,8 @@ public final class LineFields {
                 return UTF8String.fromBytes(b, start, end - start);
             }
             StringBuilder out = new StringBuilder(end - start);
-            out.append(new String(b, start, i - start, StandardCharsets.UTF_8));
-            while (i < end) {
-                int run = i;
+            int run = start;
+            while (true) {
                 while (i < end && b[i] != '\\') {
                     i++;
                 }
@@ -366,6 +360,7 @@ public final class LineFields {
                         break;
                     default: out.append((char) e);  // " \ /
                 }
+                run = i;
             }
             return UTF8String.fromString(out.toString());
         }
@@ -394,11 +389,7 @@ public final class LineFields {
                     return false;
                 }
             }
-            int after = p + w.length();
-            if (after < b.length && Character.isLetterOrDigit(b[after])) {
-                return false;
-            }
-            p = after;
+            p += w.length();  // what follows is the caller's to check: a delimiter, or the line is not read
             return true;
         }
 
