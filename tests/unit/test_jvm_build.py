@@ -48,17 +48,17 @@ def test_a_java_source_inside_the_shipped_zip_is_compiled_from_a_copy(tmp_path, 
     """--py-files ships the package as a zip: its Java sources are read from it."""
     import zipfile
 
-    from twophase.spark.java_functions import _on_disk
+    from twophase.spark.java_functions import on_disk
 
     monkeypatch.setenv("TWOPHASE_CACHE_DIR", str(tmp_path / "cache"))
     archive = tmp_path / "twophase.zip"
     with zipfile.ZipFile(archive, "w") as zipped:
         zipped.writestr("twophase/spark/jvm/Probe.java", PROBE % 2)
-    copy = _on_disk(archive / "twophase" / "spark" / "jvm" / "Probe.java")
+    copy = on_disk(archive / "twophase" / "spark" / "jvm" / "Probe.java")
     assert copy.read_text() == PROBE % 2 and copy.name == "Probe.java" and copy.is_relative_to(tmp_path / "cache")
-    assert _on_disk(archive / "twophase" / "spark" / "jvm" / "Probe.java") == copy  # one copy per content
+    assert on_disk(archive / "twophase" / "spark" / "jvm" / "Probe.java") == copy  # one copy per content
     assert (jvm_build.built("probe", "Probe", [copy], "") / "Probe.jar").is_file()
     with pytest.raises(jvm_build.JvmUnavailable, match=r"twophase/spark/jvm/Gone.java is not in .*twophase.zip"):
-        _on_disk(archive / "twophase" / "spark" / "jvm" / "Gone.java")
+        on_disk(archive / "twophase" / "spark" / "jvm" / "Gone.java")
     with pytest.raises(jvm_build.JvmUnavailable, match=r"Gone.java is not on the driver's disk"):
-        _on_disk(tmp_path / "Gone.java")
+        on_disk(tmp_path / "Gone.java")

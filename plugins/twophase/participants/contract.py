@@ -119,6 +119,17 @@ class PartitionWriter(ABC):
     def discard(self) -> None:
         """The attempt failed: release what open() took (connections). Never raises."""
 
+    def jvm_spec(self, fields: list[tuple[str, str]]) -> dict[str, str]:
+        """The settings of this writer's form in the executors' JVM (spark/jvm_stage.py, a
+        writer class of spark/jvm/StagePass.java), for a frame of `fields` ((name, Spark
+        type as simpleString), in order). Raises NotInJvm saying why when it has none, or
+        cannot write this frame: then the whole pass runs in Python."""
+        raise NotInJvm(f"{type(self).__name__} has no JVM form")
+
+
+class NotInJvm(Exception):
+    """A writer cannot stage a frame in the JVM; the message says why."""
+
 
 @dataclass
 class Staging:

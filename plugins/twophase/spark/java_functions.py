@@ -50,7 +50,7 @@ def register(spark, source: Path, functions: dict[str, tuple[str, str]], instead
     if all(spark.catalog.functionExists(name) for name in functions):
         return True
     try:
-        source = _on_disk(source)
+        source = on_disk(source)
         classpath = spark.sparkContext._jvm.System.getProperty("java.class.path")
         jar = built("spark-functions", source.stem, [source], classpath) / f"{source.stem}.jar"
         spark.sql(f"ADD JAR '{jar}'")
@@ -65,7 +65,7 @@ def register(spark, source: Path, functions: dict[str, tuple[str, str]], instead
     return True
 
 
-def _on_disk(source: Path) -> Path:
+def on_disk(source: Path) -> Path:
     """`source` as a file javac can read: itself, or, when it is inside a zip on the
     driver's disk (the package shipped with --py-files), a copy of it in the machine's
     cache (one per content)."""

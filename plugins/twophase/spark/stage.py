@@ -3,7 +3,8 @@ writers of every target it feeds.
 
 Each Spark partition streams through once, as Arrow batches (mapInArrow), and every batch
 is handed to the PartitionWriter of every target its frame feeds (the participant
-contract). No data row
+contract); or, where every writer of the frame has a JVM form (Postgres, Kafka), the
+rows go to those in the executors' JVM without reaching Python (jvm_stage.py). No data row
 reaches the driver; the driver gets, per partition and target, the writer's small report
 from successful task attempts only.
 
@@ -26,6 +27,7 @@ import pyarrow as pa
 
 from .. import failpoints
 from ..participants.contract import PartitionWriter, Staging
+from . import jvm_stage
 
 # One small row per partition and target.
 RESULT_SCHEMA = "part int, attempt string, rows long, participant string, target string, report string"
@@ -110,7 +112,9 @@ def stage(df, stagings: dict[str, Staging]) -> Staged:
         extra = {name: sql for participant, staging in stagings.items() for target in staging.writers
                  if staging.frame_of(target) == frame_name for name, sql in staging.columns.get(target, {}).items()}
         selected = frame.select("*", *[F.expr(sql).alias(name) for name, sql in extra.items()]) if extra else frame
-        rows = selected.mapInArrow(StagePartition(writers), RESULT_SCHEMA).collect()
+        rows = jvm_stage.run(selected, writers)
+        if rows is None:
+            rows = selected.mapInArrow(StagePartition(writers), RESULT_SCHEMA).collect()
         expected.update({target: 0 for _, target, _ in writers})
         for r in rows:
             expected[r.target] += r.rows

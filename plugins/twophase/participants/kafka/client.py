@@ -232,6 +232,20 @@ def _create_missing(admin: AdminClient, target: KafkaTarget) -> None:
                 raise
 
 
+def java_producer_settings(bootstrap: str, max_message_bytes: int | None) -> dict:
+    """The settings of an idempotent Java producer that does what the Python producers'
+    (_PRODUCER_BASE, _size_settings) do, in the Java client's names: the JVM commit copy's
+    (jvm_copy.py) and the JVM staging pass's (KafkaWriter.jvm_spec)."""
+    timeout_ms = int(request_timeout_s() * 1000)
+    sized = _size_settings(max_message_bytes)
+    base = {**_PRODUCER_BASE, **sized}
+    return {"bootstrap.servers": bootstrap, "enable.idempotence": "true", "acks": "all",
+            "compression.type": base["compression.type"], "linger.ms": base["linger.ms"],
+            "batch.size": base["batch.size"], "buffer.memory": base["queue.buffering.max.kbytes"] * 1024,
+            "max.request.size": max(1 << 20, sized.get("message.max.bytes", 0)), "request.timeout.ms": timeout_ms,
+            "max.block.ms": 2 * timeout_ms, "delivery.timeout.ms": max(120_000, timeout_ms + base["linger.ms"])}
+
+
 def _size_settings(max_message_bytes: int | None) -> dict:
     """Producer settings for records up to the topics' limit: librdkafka refuses a record
     above its own message.max.bytes (default 1,000,000, below the broker's default

@@ -30,7 +30,7 @@ from confluent_kafka import KafkaError, KafkaException
 from ... import failpoints
 from ...errors import one_line
 from ...jvm_build import JvmUnavailable, built, java_tool
-from .client import _PRODUCER_BASE, _size_settings, request_timeout_s
+from .client import java_producer_settings, request_timeout_s
 from .copy import CopyJob, _CopyTimedOut, _Progress, _StagedFilter
 from .writer import public_headers
 
@@ -105,16 +105,8 @@ class JvmCopy:
         """`argv`: command()'s. The JVM starts on entry, and makes ready at once (start()
         waits for it): its start overlaps this process's own steps."""
         timeout_ms = int(request_timeout_s() * 1000)
-        # The Python copy's producer settings (client.py), in the Java client's names.
-        sized = _size_settings(max_message_bytes)
-        base = {**_PRODUCER_BASE, **sized}
-        self.producer = {
-            "bootstrap.servers": bootstrap, "client.id": f"{copy_id}-producer", "transactional.id": copy_id,
-            "transaction.timeout.ms": transaction_timeout_ms, "enable.idempotence": "true", "acks": "all",
-            "compression.type": base["compression.type"], "linger.ms": base["linger.ms"],
-            "batch.size": base["batch.size"], "buffer.memory": base["queue.buffering.max.kbytes"] * 1024,
-            "max.request.size": max(1 << 20, sized.get("message.max.bytes", 0)), "request.timeout.ms": timeout_ms,
-            "max.block.ms": 2 * timeout_ms, "delivery.timeout.ms": max(120_000, timeout_ms + base["linger.ms"])}
+        self.producer = {**java_producer_settings(bootstrap, max_message_bytes), "client.id": f"{copy_id}-producer",
+                         "transactional.id": copy_id, "transaction.timeout.ms": transaction_timeout_ms}
         self.consumer = {
             "bootstrap.servers": bootstrap, "client.id": f"{copy_id}-consumer", "group.id": copy_id,
             "enable.auto.commit": "false", "isolation.level": "read_committed", "auto.offset.reset": "none",

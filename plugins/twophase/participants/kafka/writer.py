@@ -9,8 +9,9 @@ import pyarrow.compute as pc
 from confluent_kafka import Producer
 
 from ...errors import KafkaUnreachable, one_line
-from ..contract import PartitionWriter
-from .client import _PRODUCER_BASE, _answering, _connected, _produce, _size_settings, kafka_config
+from ..contract import NotInJvm, PartitionWriter
+from .client import (_PRODUCER_BASE, _answering, _connected, _produce, _size_settings, java_producer_settings,
+                     kafka_config)
 
 H_LOAD, H_PART, H_ATTEMPT = "load_id", "twophase.part", "twophase.attempt"
 # What a record adds to its key, value and headers on the wire, at most: the record batch's
@@ -72,6 +73,28 @@ class KafkaWriter(PartitionWriter):
             self._log.end("given up")
         except Exception:  # noqa: BLE001 - discarding a failed attempt must not hide its error
             pass
+
+    def jvm_spec(self, fields: list[tuple[str, str]]) -> dict[str, str]:
+        """The settings of StagingRecords (spark/jvm/StagingRecords.java): the same producer,
+        headers, size check and report as this writer's."""
+        names = [name for name, _ in fields]
+        if any(name not in names for name in self.columns):
+            raise NotInJvm(f"the frame lacks the record columns {', '.join(self.columns)}")
+        key, value, crc = (names.index(name) for name in self.columns)
+        load, *extra = public_headers(self.load_id, self.headers)
+        spec = {"kind": "kafka", "bootstrap": self.bootstrap, "topic": self.staging_topic, "key": str(key), "value": str(value),
+                "crc": str(crc), "load_id": self.load_id, "header.load": H_LOAD, "header.part": H_PART,
+                "header.attempt": H_ATTEMPT,
+                **{f"extra.{i}": f"{name}={content.hex()}" for i, (name, content) in enumerate(extra)},
+                **{f"producer.{k}": str(v) for k, v in java_producer_settings(self.bootstrap,
+                                                                               self.max_message_bytes).items()}}
+        if self.max_message_bytes is not None:
+            # open()'s framing, less the partition number's own bytes (the JVM adds those).
+            headers = [load, (H_PART, b""), (H_ATTEMPT, b"0" * 16), *extra]
+            framing = _RECORD_OVERHEAD + sum(len(k) + len(v) + 10 for k, v in headers)
+            spec.update({"framing": str(framing), "max_message_bytes": str(self.max_message_bytes),
+                         "limited_by": self.limited_by})
+        return spec
 
     def open(self, part: int, attempt: str) -> None:
         self.errors: list[str] = []

@@ -6,6 +6,7 @@ import io
 import queue
 import re
 import threading
+from urllib.parse import quote
 
 import psycopg2
 import pyarrow as pa
@@ -14,7 +15,7 @@ from psycopg2 import sql
 
 from ...errors import one_line
 from ...server_errors import servers
-from ..contract import PartitionWriter
+from ..contract import NotInJvm, PartitionWriter
 from .server import PART_COLUMN, _connect
 
 
@@ -67,6 +68,39 @@ def _utc_wall_clock(column: pa.Array) -> pa.Array:
     return column
 
 
+# Spark's types (simpleString) that StagingCopy writes as CSV, and its names for them.
+_JVM_TYPES = {"string": "string", "tinyint": "byte", "smallint": "short", "int": "int", "bigint": "long",
+              "boolean": "boolean", "float": "float", "double": "double", "date": "date", "timestamp": "timestamp",
+              "timestamp_ntz": "timestamp"}
+_DECIMAL = re.compile(r"^decimal\((\d+),(\d+)\)$")
+# libpq's connection settings that have a pgjdbc property of the same meaning.
+_JDBC_PROPERTIES = {"user": "user", "password": "password", "sslmode": "sslmode", "sslrootcert": "sslrootcert",
+                    "connect_timeout": "connectTimeout", "application_name": "ApplicationName", "options": "options"}
+
+
+def jdbc_settings(dsn: str) -> tuple[str, dict[str, str]]:
+    """The JDBC URL and properties of a libpq connection string, for pgjdbc; NotInJvm
+    when it holds what has no plain JDBC form here (a socket folder, several hosts, a
+    client certificate, a service file, a password left to ~/.pgpass)."""
+    settings = psycopg2.extensions.parse_dsn(dsn)
+    host, port, database = settings.pop("host", ""), settings.pop("port", "5432"), settings.pop("dbname", "")
+    if not host or host.startswith("/") or "," in host or "," in port:
+        raise NotInJvm("the Postgres connection names no single TCP host")
+    unknown = sorted(set(settings) - set(_JDBC_PROPERTIES))
+    if unknown:
+        raise NotInJvm(f"the Postgres connection's settings {', '.join(unknown)} have no JDBC form here")
+    if not database or "user" not in settings or "password" not in settings:
+        raise NotInJvm("the Postgres connection leaves its database, user or password to libpq's defaults")
+    host = f"[{host}]" if ":" in host else host
+    return (f"jdbc:postgresql://{host}:{port}/{quote(database, safe='')}",
+            {_JDBC_PROPERTIES[k]: v for k, v in settings.items()})
+
+
+def _identifier(name: str) -> str:
+    """A name quoted for Postgres, as psycopg2's sql.Identifier quotes it."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 class PostgresWriter(PartitionWriter):
     """Executor side: stage one Spark partition's rows of one table. Picklable (plain
     fields only).
@@ -83,6 +117,27 @@ class PostgresWriter(PartitionWriter):
 
     def __init__(self, dsn: str, staging: str, columns: list[str], target: str = ""):
         self.dsn, self.staging, self.columns, self.target = dsn, staging, columns, target
+
+    def jvm_spec(self, fields: list[tuple[str, str]]) -> dict[str, str]:
+        """The settings of StagingCopy (spark/jvm/StagingCopy.java): the same transaction,
+        COPY and refusals as this writer's, for columns of the types it writes as CSV."""
+        url, props = jdbc_settings(self.dsn)
+        types = dict(fields)
+        names = [name for name, _ in fields]
+        kinds = []
+        for column in self.columns:
+            spark_type = types.get(column)
+            kind = _JVM_TYPES.get(spark_type) or ("decimal:" + ":".join(_DECIMAL.match(spark_type).groups())
+                                                   if spark_type and _DECIMAL.match(spark_type) else None)
+            if kind is None:
+                raise NotInJvm(f"column {column} is {spark_type or 'missing'}, which the JVM's COPY does not write")
+            kinds.append(kind)
+        quoted = ", ".join(_identifier(c) for c in [*self.columns, PART_COLUMN])
+        return {"kind": "postgres", "url": url, **{f"prop.{k}": v for k, v in props.items()}, "lock": self.staging,
+                "delete": f"delete from {self.staging} where {_identifier(PART_COLUMN)} = ?",
+                "copy": f"copy {self.staging} ({quoted}) from stdin with (format csv)",
+                "staging": self.staging, "target": self.target,
+                "columns": ",".join(str(names.index(c)) for c in self.columns), "types": ",".join(kinds)}
 
     def open(self, partition: int, attempt: str = "") -> None:
         self._part = partition

@@ -1,0 +1,171 @@
+package twophase;
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+
+import org.apache.kafka.clients.producer.Callback;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.errors.TimeoutException;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.spark.sql.catalyst.InternalRow;
+
+/**
+ * Produce one Spark partition's records to a Kafka staging topic (the JVM form of
+ * participants/kafka/writer.py's KafkaWriter): the same headers (load_id, the partition,
+ * the attempt, the target's own), an idempotent producer waiting for every replica, and a
+ * report of the records and their summed checksums. Only failed sends call back.
+ *
+ * Spec (KafkaWriter.jvm_spec): bootstrap, topic, key, value, crc (the row's ordinals of
+ * the columns Spark computed), load_id, header.load, header.part, header.attempt (names),
+ * extra.N (name=hex value, the target's own headers), producer.NAME (settings), and when
+ * the topics limit records: max_message_bytes, limited_by (the topic of that limit) and
+ * framing (what headers and framing take of it, but for the partition number's digits).
+ */
+final class StagingRecords implements StagePass.Writer {
+    private final Map<String, String> spec;
+    private final int key, value, crc;
+    private long room = Long.MAX_VALUE;  // the most key + value bytes a record may have
+    private KafkaProducer<byte[], byte[]> producer;
+    private List<Header> headers;
+    private final String topic;
+    private volatile Exception failed;
+    private final Callback onFailure = (metadata, e) -> {
+        if (e != null && failed == null) {
+            failed = e;
+        }
+    };
+    private long records, checksum;
+    private int part;
+
+    StagingRecords(Map<String, String> spec) {
+        this.spec = spec;
+        topic = spec.get("topic");
+        key = Integer.parseInt(spec.get("key"));
+        value = Integer.parseInt(spec.get("value"));
+        crc = Integer.parseInt(spec.get("crc"));
+    }
+
+    @Override
+    public void open(int part, String attempt) {
+        this.part = part;
+        if (spec.containsKey("framing")) {
+            room = Long.parseLong(spec.get("max_message_bytes")) - Long.parseLong(spec.get("framing"))
+                    - Integer.toString(part).length();
+        }
+        headers = new ArrayList<>();
+        headers.add(header(spec.get("header.load"), spec.get("load_id")));
+        headers.add(header(spec.get("header.part"), Integer.toString(part)));
+        headers.add(header(spec.get("header.attempt"), attempt));
+        for (int i = 0; spec.containsKey("extra." + i); i++) {
+            String[] nameValue = spec.get("extra." + i).split("=", 2);
+            headers.add(new RecordHeader(nameValue[0], hex(nameValue[1])));
+        }
+        Properties props = new Properties();
+        for (Map.Entry<String, String> e : spec.entrySet()) {
+            if (e.getKey().startsWith("producer.")) {
+                props.setProperty(e.getKey().substring(9), e.getValue());
+            }
+        }
+        props.setProperty("bootstrap.servers", spec.get("bootstrap"));
+        producer = new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer());
+    }
+
+    @Override
+    public void write(InternalRow row) {
+        byte[] k = row.isNullAt(key) ? null : row.getBinary(key);
+        byte[] v = row.isNullAt(value) ? null : row.getBinary(value);
+        if ((k == null ? 0 : k.length) + (v == null ? 0 : v.length) > room) {
+            throw tooLarge(k, v);
+        }
+        if (failed != null) {
+            throw new IllegalStateException(problem(), failed);
+        }
+        try {
+            producer.send(new ProducerRecord<>(topic, null, k, v, headers), onFailure);
+        } catch (TimeoutException e) {
+            throw unreachable(e);
+        }
+        checksum += row.getLong(crc);
+        records++;
+    }
+
+    @Override
+    public String close() {
+        producer.flush();
+        if (failed != null) {
+            throw failed instanceof TimeoutException ? unreachable(failed) : new IllegalStateException(problem(), failed);
+        }
+        producer.close();
+        return "{\"records\": " + records + ", \"checksum\": " + Long.toUnsignedString(checksum) + "}";
+    }
+
+    @Override
+    public void discard() {
+        try {
+            producer.close(Duration.ZERO);
+        } catch (Exception e) {
+            // discarding a failed attempt must not hide its error
+        }
+    }
+
+    @Override
+    public void die() {
+        discard();
+    }
+
+    private String problem() {
+        return "Kafka staging failed: a record of Spark partition " + part + " was not acknowledged by every replica: "
+                + failed;
+    }
+
+    private RuntimeException unreachable(Exception e) {
+        return StagePass.failure("KafkaUnreachable", "Kafka at " + spec.get("bootstrap") + " is unreachable: " + e.getMessage()
+                + ": Spark partition " + part + " staged " + records + " records");
+    }
+
+    private RuntimeException tooLarge(byte[] k, byte[] v) {
+        long size = (k == null ? 0 : k.length) + (v == null ? 0 : v.length);
+        long limit = Long.parseLong(spec.get("max_message_bytes"));
+        String shown = k == null ? "None" : oneLine(pythonRepr(new String(k, StandardCharsets.UTF_8)), 80);
+        return StagePass.failure("RecordTooLarge", String.format("record of %,d bytes (key and value) for key %s exceeds the "
+                + "max.message.bytes %,d of topic %s (headers and framing take %,d of it): make the record smaller in "
+                + "the job, or raise max.message.bytes of the target and staging topics (and the broker's "
+                + "message.max.bytes)", size, shown, limit, spec.get("limited_by"), limit - room));
+    }
+
+    private static RecordHeader header(String name, String text) {
+        return new RecordHeader(name, text.getBytes(StandardCharsets.UTF_8));
+    }
+
+    private static byte[] hex(String text) {
+        byte[] out = new byte[text.length() / 2];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = (byte) Integer.parseInt(text.substring(2 * i, 2 * i + 2), 16);
+        }
+        return out;
+    }
+
+    /** A key as Python's repr() shows a plain string (errors.one_line then cuts it). */
+    private static String pythonRepr(String s) {
+        String quote = s.contains("'") && !s.contains("\"") ? "\"" : "'";
+        String escaped = s.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t");
+        return quote + (quote.equals("'") ? escaped.replace("'", "\\'") : escaped) + quote;
+    }
+
+    /** errors.one_line: white space collapsed, cut in the middle past `limit`. */
+    private static String oneLine(String text, int limit) {
+        text = text.trim().replaceAll("\\s+", " ");
+        if (text.length() <= limit) {
+            return text;
+        }
+        int head = limit * 2 / 3;
+        return text.substring(0, head) + " … " + text.substring(text.length() - (limit - head - 3));
+    }
+}
