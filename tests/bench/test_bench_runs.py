@@ -50,7 +50,8 @@ def test_the_main_bench(tmp_path):
     report = (tmp_path / "latest.md").read_text()
     assert "### `wide`, 3,000 rows" in report, report[:3000]
     for contender in ("| peer: Spark JDBC writer, default options |", "| atomic: prepare |",
-                      "| limit: COPY FROM STDIN", "| limit: Kafka ProducerPerformance", "| Iceberg: staging pass"):
+                      "| limit: COPY FROM STDIN", "| limit: Kafka ProducerPerformance", "| Iceberg: staging pass",
+                      "| staging breakdown: the same pass in Python (TWOPHASE_STAGING_PASS=python) |"):
         assert contender in report, f"{contender} missing:\n{report[:5000]}"
     for process in ("Spark driver JVM", "Kafka commit copy's JVM", "Kafka broker", "Postgres servers (PSS)"):
         assert re.search(rf"\| peak memory of the {re.escape(process)} during the atomic load .* \| "

@@ -81,7 +81,8 @@ def test_the_jvm_pass_lands_every_value_as_the_python_pass_does(spark, txlog, co
             cur.execute(f"create table core_tests.{name} ({COLUMNS})")
         spec, ran = _load(spark, txlog, conns, pg_dsn, name, df, monkeypatch, caplog, staging_pass)
         assert ran == ("in the JVM" if staging_pass == "jvm" else "in Python"), caplog.text
-        landed[staging_pass] = (_table(pg_dsn, table_of(spec).table), _records(conns.kafka_bootstrap, spec.targets[1].name))
+        landed[staging_pass] = (_table(pg_dsn, table_of(spec).table),
+                                _records(conns.kafka_bootstrap, spec.targets[1].name))
     rows, records = landed["jvm"]
     assert len(rows) == len(ROWS) and len(records) == len(ROWS)
     assert rows == landed["python"][0]

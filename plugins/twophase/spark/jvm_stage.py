@@ -67,7 +67,7 @@ def run(frame, writers: list) -> list[Result] | None:
         return None
     log.info("the staging pass of %s runs in the JVM", _targets(writers))
     try:
-        lines = spark.sparkContext._jvm.twophase.StagePass.run(frame._jdf, specs, _failpoint())
+        lines = _stage_pass(spark).run(frame._jdf, specs, _failpoint())
     except Exception as exc:
         own = _own_failure(exc)
         if own is None:
@@ -108,7 +108,7 @@ def _load(spark) -> str | None:
                                      *(j for j in local if os.path.isfile(j))])
         jar = built("spark-staging", "StagePass", sources, classpath) / "StagePass.jar"
         spark.sql(f"ADD JAR '{jar}'")
-        if not isinstance(jvm.twophase.StagePass, JavaClass):
+        if not isinstance(_stage_pass(spark), JavaClass):
             raise JvmUnavailable(f"the driver does not see the classes of {jar}")
     except Exception as exc:  # noqa: BLE001 - any failure leaves the pass in Python
         why = str(exc) if isinstance(exc, JvmUnavailable) else root_cause(exc)
@@ -135,6 +135,16 @@ def _own_failure(exc: Exception) -> Exception | None:
         return None
     kind = {"StagingRefused": StagingRefused, "RecordTooLarge": RecordTooLarge, "KafkaUnreachable": KafkaUnreachable}
     return kind[found.group(1)](one_line(found.group(2), 600))
+
+
+def _stage_pass(spark):
+    """The class StagePass, through the session's class loader of added jars. ADD JAR makes
+    that loader the context class loader of the one JVM thread that ran it, and Py4J finds
+    classes through the calling thread's: a load staged from another Python thread (pinned
+    to another JVM thread) would find none."""
+    jvm = spark.sparkContext._jvm
+    jvm.java.lang.Thread.currentThread().setContextClassLoader(spark._jsparkSession.sharedState().jarClassLoader())
+    return jvm.twophase.StagePass
 
 
 def _failpoint() -> dict[str, str]:

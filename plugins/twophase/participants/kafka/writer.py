@@ -82,9 +82,9 @@ class KafkaWriter(PartitionWriter):
             raise NotInJvm(f"the frame lacks the record columns {', '.join(self.columns)}")
         key, value, crc = (names.index(name) for name in self.columns)
         load, *extra = public_headers(self.load_id, self.headers)
-        spec = {"kind": "kafka", "bootstrap": self.bootstrap, "topic": self.staging_topic, "key": str(key), "value": str(value),
-                "crc": str(crc), "load_id": self.load_id, "header.load": H_LOAD, "header.part": H_PART,
-                "header.attempt": H_ATTEMPT,
+        spec = {"kind": "kafka", "bootstrap": self.bootstrap, "topic": self.staging_topic, "key": str(key),
+                "value": str(value), "crc": str(crc), "load_id": self.load_id, "header.load": H_LOAD,
+                "header.part": H_PART, "header.attempt": H_ATTEMPT,
                 **{f"extra.{i}": f"{name}={content.hex()}" for i, (name, content) in enumerate(extra)},
                 **{f"producer.{k}": str(v) for k, v in java_producer_settings(self.bootstrap,
                                                                                self.max_message_bytes).items()}}

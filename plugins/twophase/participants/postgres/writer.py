@@ -126,11 +126,11 @@ class PostgresWriter(PartitionWriter):
         names = [name for name, _ in fields]
         kinds = []
         for column in self.columns:
-            spark_type = types.get(column)
-            kind = _JVM_TYPES.get(spark_type) or ("decimal:" + ":".join(_DECIMAL.match(spark_type).groups())
-                                                   if spark_type and _DECIMAL.match(spark_type) else None)
+            spark_type = types.get(column, "missing")
+            decimal = _DECIMAL.match(spark_type)
+            kind = _JVM_TYPES.get(spark_type) or (f"decimal:{decimal[1]}:{decimal[2]}" if decimal else None)
             if kind is None:
-                raise NotInJvm(f"column {column} is {spark_type or 'missing'}, which the JVM's COPY does not write")
+                raise NotInJvm(f"column {column} is {spark_type}, which the JVM's COPY does not write")
             kinds.append(kind)
         quoted = ", ".join(_identifier(c) for c in [*self.columns, PART_COLUMN])
         return {"kind": "postgres", "url": url, **{f"prop.{k}": v for k, v in props.items()}, "lock": self.staging,

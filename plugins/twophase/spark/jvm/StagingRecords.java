@@ -85,7 +85,7 @@ final class StagingRecords implements StagePass.Writer {
             throw tooLarge(k, v);
         }
         if (failed != null) {
-            throw new IllegalStateException(problem(), failed);
+            throw new IllegalStateException(problem());
         }
         try {
             producer.send(new ProducerRecord<>(topic, null, k, v, headers), onFailure);
@@ -100,7 +100,7 @@ final class StagingRecords implements StagePass.Writer {
     public String close() {
         producer.flush();
         if (failed != null) {
-            throw failed instanceof TimeoutException ? unreachable(failed) : new IllegalStateException(problem(), failed);
+            throw failed instanceof TimeoutException ? unreachable(failed) : new IllegalStateException(problem());
         }
         producer.close();
         return "{\"records\": " + records + ", \"checksum\": " + Long.toUnsignedString(checksum) + "}";
@@ -126,16 +126,16 @@ final class StagingRecords implements StagePass.Writer {
     }
 
     private RuntimeException unreachable(Exception e) {
-        return StagePass.failure("KafkaUnreachable", "Kafka at " + spec.get("bootstrap") + " is unreachable: " + e.getMessage()
-                + ": Spark partition " + part + " staged " + records + " records");
+        return StagePass.failure("KafkaUnreachable", "Kafka at " + spec.get("bootstrap") + " is unreachable: "
+                + e.getMessage() + ": Spark partition " + part + " staged " + records + " records");
     }
 
     private RuntimeException tooLarge(byte[] k, byte[] v) {
         long size = (k == null ? 0 : k.length) + (v == null ? 0 : v.length);
         long limit = Long.parseLong(spec.get("max_message_bytes"));
         String shown = k == null ? "None" : oneLine(pythonRepr(new String(k, StandardCharsets.UTF_8)), 80);
-        return StagePass.failure("RecordTooLarge", String.format("record of %,d bytes (key and value) for key %s exceeds the "
-                + "max.message.bytes %,d of topic %s (headers and framing take %,d of it): make the record smaller in "
+        return StagePass.failure("RecordTooLarge", String.format("record of %,d bytes (key and value) for key %s "
+                + "exceeds the max.message.bytes %,d of topic %s (headers and framing take %,d of it): make the record smaller in "
                 + "the job, or raise max.message.bytes of the target and staging topics (and the broker's "
                 + "message.max.bytes)", size, shown, limit, spec.get("limited_by"), limit - room));
     }
