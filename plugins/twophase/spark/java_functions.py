@@ -14,7 +14,7 @@ regular expression; spark_jobs/jvm/OrderLines.java):
         rule = ...  # the same work without Java
 
 The source is compiled (twophase.jvm_build: once per source and Spark installation, into
-the machine's cache) against the classpath of the session's own driver JVM, its jar added
+the machine's cache) against the session's driver classpath and its spark.jars, its jar added
 to the session (ADD JAR: the driver loads it, the executors fetch it from the driver),
 and each class (one of Spark's org.apache.spark.sql.api.java.UDF1..UDF22) registered as a
 SQL function. A source inside a zip on the driver's disk (the twophase package, shipped
@@ -50,10 +50,7 @@ def register(spark, source: Path, functions: dict[str, tuple[str, str]], instead
     if all(spark.catalog.functionExists(name) for name in functions):
         return True
     try:
-        source = on_disk(source)
-        classpath = spark.sparkContext._jvm.System.getProperty("java.class.path")
-        jar = built("spark-functions", source.stem, [source], classpath) / f"{source.stem}.jar"
-        spark.sql(f"ADD JAR '{jar}'")
+        jar = add_jar(spark, "spark-functions", source.stem, [source])
         for name, (class_name, returns) in functions.items():
             spark.udf.registerJavaFunction(name, class_name, returns)
     except Exception as exc:  # noqa: BLE001 - any failure leaves the job its way without Java
@@ -63,6 +60,19 @@ def register(spark, source: Path, functions: dict[str, tuple[str, str]], instead
         return False
     log.info("Java functions %s registered from %s", ", ".join(functions), jar)
     return True
+
+
+def add_jar(spark, kind: str, name: str, sources: list[Path]) -> Path:
+    """The jar `name`.jar of `sources` (each on_disk), compiled (twophase.jvm_build, cached
+    as `kind`) against the driver's classpath and the local jars of `spark.jars`, and added
+    to the session (ADD JAR: the executors fetch it from the driver); its path."""
+    jvm = spark.sparkContext._jvm
+    jars = [j.removeprefix("file://").removeprefix("file:")
+            for j in spark.sparkContext.getConf().get("spark.jars", "").split(",") if j]
+    classpath = os.pathsep.join([jvm.System.getProperty("java.class.path"), *(j for j in jars if os.path.isfile(j))])
+    jar = built(kind, name, [on_disk(source) for source in sources], classpath) / f"{name}.jar"
+    spark.sql(f"ADD JAR '{jar}'")
+    return jar
 
 
 def on_disk(source: Path) -> Path:

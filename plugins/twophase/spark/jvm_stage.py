@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import root_cause
-from ..jvm_build import JvmUnavailable, built
+from ..jvm_build import JvmUnavailable
 from ..participants.contract import NotInJvm
-from .java_functions import on_disk
+from .java_functions import add_jar
 
 log = logging.getLogger("twophase.spark.stage")
 SOURCES = tuple(Path(__file__).with_name("jvm") / name
@@ -100,14 +100,7 @@ def _load(spark) -> str | None:
     from py4j.java_gateway import JavaClass
 
     try:
-        sources = [on_disk(source) for source in SOURCES]
-        jvm = spark.sparkContext._jvm
-        jars = [j for j in spark.sparkContext.getConf().get("spark.jars", "").split(",") if j]
-        local = [j.removeprefix("file://").removeprefix("file:") for j in jars]
-        classpath = os.pathsep.join([jvm.System.getProperty("java.class.path"),
-                                     *(j for j in local if os.path.isfile(j))])
-        jar = built("spark-staging", "StagePass", sources, classpath) / "StagePass.jar"
-        spark.sql(f"ADD JAR '{jar}'")
+        jar = add_jar(spark, "spark-staging", "StagePass", list(SOURCES))
         if not isinstance(_stage_pass(spark), JavaClass):
             raise JvmUnavailable(f"the driver does not see the classes of {jar}")
     except Exception as exc:  # noqa: BLE001 - any failure leaves the pass in Python
@@ -117,14 +110,15 @@ def _load(spark) -> str | None:
     return None
 
 
-_OWN = re.compile(r"twophase\.(StagingRefused|RecordTooLarge|KafkaUnreachable): ([^\n]*)")
+_OWN = re.compile(r"twophase\.(StagingRefused|RecordTooLarge|KafkaUnreachable):((?: [0-9a-f]*)*)")
 
 
 def _own_failure(exc: Exception) -> Exception | None:
-    """The twophase exception a JVM writer failed with (StagePass.failure), or None."""
+    """The twophase exception a JVM writer failed with (StagePass.failure: its name and
+    fields), its message written by the Python writer's own function; or None."""
     from ..errors import KafkaUnreachable, one_line
-    from ..participants.kafka.writer import RecordTooLarge
-    from ..participants.postgres.writer import StagingRefused
+    from ..participants.kafka.writer import RecordTooLarge, too_large
+    from ..participants.postgres.writer import StagingRefused, refusal
 
     try:
         text = str(exc)
@@ -133,8 +127,17 @@ def _own_failure(exc: Exception) -> Exception | None:
     found = _OWN.search(text)
     if found is None:
         return None
-    kind = {"StagingRefused": StagingRefused, "RecordTooLarge": RecordTooLarge, "KafkaUnreachable": KafkaUnreachable}
-    return kind[found.group(1)](one_line(found.group(2), 600))
+    fields = [bytes.fromhex(field) for field in found.group(2).split(" ")[1:]]
+    name, strings = found.group(1), [field.decode("utf-8", "replace") for field in fields]
+    if name == "StagingRefused":
+        primary, context, part, staging, target = strings
+        return StagingRefused(refusal(primary, context, int(part), staging, target))
+    if name == "RecordTooLarge":
+        size, has_key, _, limit, framing, limited_by = strings
+        return RecordTooLarge(too_large(int(size), fields[2] if has_key else None, int(limit), int(framing),
+                                        limited_by))
+    [message] = strings
+    return KafkaUnreachable(one_line(message))
 
 
 def _stage_pass(spark):

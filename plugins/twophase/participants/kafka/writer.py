@@ -146,12 +146,8 @@ class KafkaWriter(PartitionWriter):
         for key, value in zip(keys, values):
             size = len(_as_bytes(key)) + len(_as_bytes(value))
             if size > self._room:
-                shown = _as_bytes(key).decode("utf-8", "backslashreplace") if key is not None else None
-                raise RecordTooLarge(
-                    f"record of {size:,} bytes (key and value) for key {one_line(repr(shown), 80)} exceeds the "
-                    f"max.message.bytes {self.max_message_bytes:,} of topic {self.limited_by} (headers and framing "
-                    f"take {self.max_message_bytes - self._room:,} of it): make the record smaller in the job, or "
-                    "raise max.message.bytes of the target and staging topics (and the broker's message.max.bytes)")
+                raise RecordTooLarge(too_large(size, None if key is None else _as_bytes(key), self.max_message_bytes,
+                                               self.max_message_bytes - self._room, self.limited_by))
 
     def flush(self) -> int:
         """Wait for every record; the number staged. Raises if any was not acknowledged
@@ -167,6 +163,17 @@ class KafkaWriter(PartitionWriter):
                 raise KafkaUnreachable(one_line(f"Kafka at {self.bootstrap} is unreachable: {saw}: {problem}"))
             raise RuntimeError(one_line(f"Kafka staging failed: {problem}"))
         return self.records
+
+
+def too_large(size: int, key: bytes | None, max_message_bytes: int, framing: int, limited_by: str) -> str:
+    """The message of RecordTooLarge (a record of `size` key and value bytes, with `key`,
+    over a topic's limit of which headers and framing take `framing`), from KafkaWriter or
+    from its JVM form (spark/jvm_stage.py)."""
+    shown = key.decode("utf-8", "backslashreplace") if key is not None else None
+    return (f"record of {size:,} bytes (key and value) for key {one_line(repr(shown), 80)} exceeds the "
+            f"max.message.bytes {max_message_bytes:,} of topic {limited_by} (headers and framing "
+            f"take {framing:,} of it): make the record smaller in the job, or "
+            "raise max.message.bytes of the target and staging topics (and the broker's message.max.bytes)")
 
 
 def _as_bytes(value) -> bytes:

@@ -215,19 +215,23 @@ class PostgresWriter(PartitionWriter):
             pass
 
     def _refusal(self, exc: psycopg2.Error) -> str:
-        """What COPY refused, where, and what to do, in one line (Postgres' CONTEXT says
-        'COPY <staging>, line N[, column C: "value"]'; line N is the partition's row N)."""
-        primary = exc.diag.message_primary or str(exc).splitlines()[0]
-        context = exc.diag.context or ""
-        line = re.search(r"line (\d+)", context)
-        column = re.search(r"column (\w+)", context)
-        where = (f"row {line.group(1) if line else '?'} of Spark partition {self._part}"
-                 + (f", column {column.group(1)}" if column else ""))
-        if "0x00" in primary:
-            problem = ("a text value holds a NUL character (U+0000), which Postgres cannot store in text: remove it "
-                       "in the job, e.g. pyspark.sql.functions.translate(column, '\\x00', '')")
-        else:
-            problem = (f"{primary}: make the job's value fit the column "
-                       f"(or change the column of {self.target or 'the target table'})")
-        target = f" for {self.target}" if self.target else ""
-        return one_line(f"Postgres refused {where} while staging into {self.staging}{target}: {problem}", 600)
+        return refusal(exc.diag.message_primary or str(exc).splitlines()[0], exc.diag.context or "", self._part,
+                       self.staging, self.target)
+
+
+def refusal(primary: str, context: str, part: int, staging: str, target: str) -> str:
+    """What COPY refused, where, and what to do, in one line (Postgres' CONTEXT says
+    'COPY <staging>, line N[, column C: "value"]'; line N is the partition's row N): the
+    message of StagingRefused, from this writer or from its JVM form (spark/jvm_stage.py)."""
+    line = re.search(r"line (\d+)", context)
+    column = re.search(r"column (\w+)", context)
+    where = (f"row {line.group(1) if line else '?'} of Spark partition {part}"
+             + (f", column {column.group(1)}" if column else ""))
+    if "0x00" in primary:
+        problem = ("a text value holds a NUL character (U+0000), which Postgres cannot store in text: remove it "
+                   "in the job, e.g. pyspark.sql.functions.translate(column, '\\x00', '')")
+    else:
+        problem = (f"{primary}: make the job's value fit the column "
+                   f"(or change the column of {target or 'the target table'})")
+    into = f" for {target}" if target else ""
+    return one_line(f"Postgres refused {where} while staging into {staging}{into}: {problem}", 600)

@@ -2,6 +2,7 @@ package twophase;
 
 import java.io.File;
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.Iterator;
@@ -63,11 +64,21 @@ public final class StagePass {
 
     /**
      * A failure jvm_stage.py raises as twophase's own exception `name` (StagingRefused,
-     * RecordTooLarge, KafkaUnreachable): a plain RuntimeException whose message starts with
-     * "twophase.NAME: ", as the driver deserializes only Spark's and Java's own classes.
+     * RecordTooLarge, KafkaUnreachable), whose message Python writes from `fields` as the
+     * Python writers do: a plain RuntimeException "twophase.NAME:" then each field (bytes,
+     * or a string as UTF-8) in hex, each after a space, as the driver deserializes only
+     * Spark's and Java's own classes.
      */
-    static RuntimeException failure(String name, String message) {
-        return new RuntimeException("twophase." + name + ": " + message);
+    static RuntimeException failure(String name, Object... fields) {
+        StringBuilder message = new StringBuilder("twophase.").append(name).append(':');
+        for (Object field : fields) {
+            message.append(' ');
+            byte[] bytes = field instanceof byte[] ? (byte[]) field : field.toString().getBytes(StandardCharsets.UTF_8);
+            for (byte b : bytes) {
+                message.append(Character.forDigit((b >> 4) & 0xf, 16)).append(Character.forDigit(b & 0xf, 16));
+            }
+        }
+        return new RuntimeException(message.toString());
     }
 
     /** The staging pass of `frame` to `writers`; one line per partition and writer. */
@@ -153,7 +164,7 @@ public final class StagePass {
             for (Writer w : opened) {
                 w.die();
             }
-            throw failure("FailpointHit", "failpoint " + name + ": the task attempt died");
+            throw new RuntimeException("twophase failpoint " + name + ": the task attempt died");
         }
     }
 }

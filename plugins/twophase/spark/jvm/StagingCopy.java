@@ -8,8 +8,6 @@ import java.sql.Statement;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.Executor;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.types.Decimal;
@@ -33,8 +31,6 @@ import org.postgresql.util.ServerErrorMessage;
  */
 final class StagingCopy implements StagePass.Writer {
     private static final Executor NOW = Runnable::run;
-    private static final Pattern LINE = Pattern.compile("line (\\d+)");
-    private static final Pattern COLUMN = Pattern.compile("column (\\w+)");
     private static final byte[] TRUE = {'t'}, FALSE = {'f'};
 
     private final Map<String, String> spec;
@@ -150,8 +146,8 @@ final class StagingCopy implements StagePass.Writer {
     }
 
     /**
-     * `e` when Postgres did not refuse a value; else StagingRefused, thrown, saying what COPY
-     * refused, where, and what to do, in one line (as PostgresWriter._refusal).
+     * `e` when Postgres did not refuse a value; else StagingRefused, thrown, with what
+     * PostgresWriter's refusal message is made of (postgres/writer.py's refusal).
      */
     private SQLException refusal(SQLException e) {
         String state = e.getSQLState();
@@ -161,18 +157,8 @@ final class StagingCopy implements StagePass.Writer {
         ServerErrorMessage server = ((PSQLException) e).getServerErrorMessage();
         String primary = server != null && server.getMessage() != null ? server.getMessage() : e.getMessage();
         String context = server != null && server.getWhere() != null ? server.getWhere() : "";
-        Matcher line = LINE.matcher(context), column = COLUMN.matcher(context);
-        String where = "row " + (line.find() ? line.group(1) : "?") + " of Spark partition " + part
-                + (column.find() ? ", column " + column.group(1) : "");
-        String target = spec.getOrDefault("target", "");
-        String problem = primary.contains("0x00")
-                ? "a text value holds a NUL character (U+0000), which Postgres cannot store in text: remove it in "
-                        + "the job, e.g. pyspark.sql.functions.translate(column, '\\x00', '')"
-                : primary + ": make the job's value fit the column (or change the column of "
-                        + (target.isEmpty() ? "the target table" : target) + ")";
-        String message = "Postgres refused " + where + " while staging into " + spec.get("staging")
-                + (target.isEmpty() ? "" : " for " + target) + ": " + problem;
-        throw StagePass.failure("StagingRefused", message.replaceAll("\\s+", " "));
+        throw StagePass.failure("StagingRefused", primary, context, part, spec.get("staging"),
+                spec.getOrDefault("target", ""));
     }
 
     // -- the CSV of one row -------------------------------------------------------------------

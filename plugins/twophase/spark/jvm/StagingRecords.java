@@ -130,14 +130,12 @@ final class StagingRecords implements StagePass.Writer {
                 + e.getMessage() + ": Spark partition " + part + " staged " + records + " records");
     }
 
+    /** RecordTooLarge, with what KafkaWriter's message is made of (kafka/writer.py's too_large). */
     private RuntimeException tooLarge(byte[] k, byte[] v) {
         long size = (k == null ? 0 : k.length) + (v == null ? 0 : v.length);
         long limit = Long.parseLong(spec.get("max_message_bytes"));
-        String shown = k == null ? "None" : oneLine(pythonRepr(new String(k, StandardCharsets.UTF_8)), 80);
-        return StagePass.failure("RecordTooLarge", String.format("record of %,d bytes (key and value) for key %s "
-                + "exceeds the max.message.bytes %,d of topic %s (headers and framing take %,d of it): make the record smaller in "
-                + "the job, or raise max.message.bytes of the target and staging topics (and the broker's "
-                + "message.max.bytes)", size, shown, limit, spec.get("limited_by"), limit - room));
+        return StagePass.failure("RecordTooLarge", size, k == null ? "" : "key", k == null ? new byte[0] : k, limit,
+                limit - room, spec.get("limited_by"));
     }
 
     private static RecordHeader header(String name, String text) {
@@ -150,22 +148,5 @@ final class StagingRecords implements StagePass.Writer {
             out[i] = (byte) Integer.parseInt(text.substring(2 * i, 2 * i + 2), 16);
         }
         return out;
-    }
-
-    /** A key as Python's repr() shows a plain string (errors.one_line then cuts it). */
-    private static String pythonRepr(String s) {
-        String quote = s.contains("'") && !s.contains("\"") ? "\"" : "'";
-        String escaped = s.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t");
-        return quote + (quote.equals("'") ? escaped.replace("'", "\\'") : escaped) + quote;
-    }
-
-    /** errors.one_line: white space collapsed, cut in the middle past `limit`. */
-    private static String oneLine(String text, int limit) {
-        text = text.trim().replaceAll("\\s+", " ");
-        if (text.length() <= limit) {
-            return text;
-        }
-        int head = limit * 2 / 3;
-        return text.substring(0, head) + " … " + text.substring(text.length() - (limit - head - 3));
     }
 }
