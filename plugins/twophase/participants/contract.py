@@ -83,6 +83,7 @@ participant is ready: that commit *is* the load's decision. So:
 
 from __future__ import annotations
 
+import re
 import time
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
@@ -123,12 +124,30 @@ class PartitionWriter(ABC):
         """The settings of this writer's form in the executors' JVM (spark/jvm_stage.py, a
         writer class of spark/jvm/StagePass.java), for a frame of `fields` ((name, Spark
         type as simpleString), in order). Raises NotInJvm saying why when it has none, or
-        cannot write this frame: then the whole pass runs in Python."""
+        cannot write this frame: then the whole pass runs in Python.
+
+        Its key `reads` lists the ordinals of the fields it reads (comma-separated): the
+        pass computes no other column for it (a Staging column no writer reads is never
+        computed)."""
         raise NotInJvm(f"{type(self).__name__} has no JVM form")
 
 
 class NotInJvm(Exception):
     """A writer cannot stage a frame in the JVM; the message says why."""
+
+
+# Spark's types (simpleString) whose values the JVM writers write themselves, and their
+# names for them in the Java sources (spark/jvm: StagingCopy's CSV, RecordJson's JSON).
+_JVM_TYPES = {"string": "string", "tinyint": "byte", "smallint": "short", "int": "int", "bigint": "long",
+              "boolean": "boolean", "float": "float", "double": "double", "date": "date", "timestamp": "timestamp"}
+_DECIMAL = re.compile(r"^decimal\((\d+),(\d+)\)$")
+
+
+def jvm_type(spark_type: str) -> str | None:
+    """The JVM writers' name of a Spark type (simpleString; a decimal: decimal:P:S), or
+    None when they do not write it."""
+    decimal = _DECIMAL.match(spark_type)
+    return _JVM_TYPES.get(spark_type) or (f"decimal:{decimal[1]}:{decimal[2]}" if decimal else None)
 
 
 @dataclass

@@ -34,8 +34,9 @@ from ..participants.contract import NotInJvm
 from .java_functions import add_jar
 
 log = logging.getLogger("twophase.spark.stage")
-SOURCES = tuple(Path(__file__).with_name("jvm") / name
-                for name in ("StagePass.java", "StagingCopy.java", "StagingRecords.java"))
+SOURCES = tuple(Path(__file__).with_name("jvm") / name for name in (
+    "StagePass.java", "StagingCopy.java", "StagingRecords.java", "RecordJson.java", "ColumnTypes.java",
+    "CivilDate.java"))
 PASS_ENV = "TWOPHASE_STAGING_PASS"
 _ready: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # session -> None (ready) or why not
 
@@ -67,7 +68,7 @@ def run(frame, writers: list) -> list[Result] | None:
         return None
     log.info("the staging pass of %s runs in the JVM", _targets(writers))
     try:
-        lines = _stage_pass(spark).run(frame._jdf, specs, _failpoint())
+        lines = _stage_pass(spark).run(_read_only(frame, specs)._jdf, specs, _failpoint())
     except Exception as exc:
         own = _own_failure(exc)
         if own is None:
@@ -92,6 +93,20 @@ def _specs(frame, writers: list) -> tuple[list[dict] | None, str | None]:
         except NotInJvm as exc:
             return None, f"{target}: {exc}"
     return specs, None
+
+
+def _read_only(frame, specs: list[dict]):
+    """`frame` with every column no spec `reads` (popped from each) replaced by a null of
+    its type: ordinals stay, and Spark never computes what no writer reads (the Kafka
+    values and checksums of Staging.columns, where RecordJson makes them)."""
+    from pyspark.sql import functions as F
+
+    reads = {int(ordinal) for spec in specs for ordinal in spec.pop("reads").split(",") if ordinal}
+    fields = frame.schema.fields
+    if len(reads) == len(fields):
+        return frame
+    return frame.select(*[F.col("`" + f.name.replace("`", "``") + "`") if i in reads
+                          else F.lit(None).cast(f.dataType).alias(f.name) for i, f in enumerate(fields)])
 
 
 def _load(spark) -> str | None:

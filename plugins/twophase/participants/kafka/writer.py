@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 from confluent_kafka import Producer
 
 from ...errors import KafkaUnreachable, one_line
-from ..contract import NotInJvm, PartitionWriter
+from ..contract import NotInJvm, PartitionWriter, jvm_type
 from .client import (_PRODUCER_BASE, _answering, _connected, _produce, _size_settings, java_producer_settings,
                      kafka_config)
 
@@ -38,7 +38,8 @@ class KafkaWriter(PartitionWriter):
     """Executor side: stage one Spark partition's records of one topic. Picklable (plain
     fields only). Each batch's records come ready from the staging pass: key, value and
     their summed checksum in the columns `key`, `value`, `crc` (KafkaParticipant.stage
-    has Spark compute them).
+    has Spark compute them). The value is the JSON object of the frame's columns
+    `value_of` (to_json; nulls as null when `keep_nulls`, else as the session says).
 
     Librdkafka reports only failed deliveries (delivery.report.only.error): a Python
     callback per record took a quarter of the staging workers' time. Which offsets the
@@ -53,11 +54,12 @@ class KafkaWriter(PartitionWriter):
 
     def __init__(self, bootstrap: str, staging_topic: str, load_id: str, headers: dict[str, str],
                  max_message_bytes: int | None = None, limited_by: str = "",
-                 columns: tuple[str, str, str] = ("key", "value", "crc")):
+                 columns: tuple[str, str, str] = ("key", "value", "crc"), value_of: tuple[str, ...] = (),
+                 keep_nulls: bool = False):
         self.bootstrap, self.staging_topic, self.load_id = bootstrap, staging_topic, load_id
         self.headers = headers
         self.max_message_bytes, self.limited_by = max_message_bytes, limited_by or staging_topic
-        self.columns = columns
+        self.columns, self.value_of, self.keep_nulls = columns, value_of, keep_nulls
 
     def write(self, batch) -> None:
         key, value, crc = self.columns
@@ -76,14 +78,26 @@ class KafkaWriter(PartitionWriter):
 
     def jvm_spec(self, fields: list[tuple[str, str]]) -> dict[str, str]:
         """The settings of StagingRecords (spark/jvm/StagingRecords.java): the same producer,
-        headers, size check and report as this writer's."""
+        headers, size check and report as this writer's. Where the JVM writes every value
+        column's type, it makes each value and checksum itself (RecordJson), and Spark
+        computes the key alone."""
         names = [name for name, _ in fields]
         if any(name not in names for name in self.columns):
             raise NotInJvm(f"the frame lacks the record columns {', '.join(self.columns)}")
         key, value, crc = (names.index(name) for name in self.columns)
+        types = dict(fields)
+        kinds = [jvm_type(types.get(column, "missing")) for column in self.value_of]
+        if self.value_of and all(kinds):
+            ordinals = [names.index(column) for column in self.value_of]
+            record = {"json.columns": ",".join(map(str, ordinals)), "json.types": ",".join(kinds),
+                      "json.names": ",".join(column.encode().hex() for column in self.value_of),
+                      "json.nulls": "keep" if self.keep_nulls else "session",
+                      "reads": ",".join(map(str, [key, *ordinals]))}
+        else:
+            record = {"value": str(value), "crc": str(crc), "reads": f"{key},{value},{crc}"}
         load, *extra = public_headers(self.load_id, self.headers)
-        spec = {"kind": "kafka", "bootstrap": self.bootstrap, "topic": self.staging_topic, "key": str(key),
-                "value": str(value), "crc": str(crc), "load_id": self.load_id, "header.load": H_LOAD,
+        spec = {"kind": "kafka", "bootstrap": self.bootstrap, "topic": self.staging_topic, "key": str(key), **record,
+                "load_id": self.load_id, "header.load": H_LOAD,
                 "header.part": H_PART, "header.attempt": H_ATTEMPT,
                 **{f"extra.{i}": f"{name}={content.hex()}" for i, (name, content) in enumerate(extra)},
                 **{f"producer.{k}": str(v) for k, v in java_producer_settings(self.bootstrap,

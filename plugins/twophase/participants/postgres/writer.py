@@ -15,7 +15,7 @@ from psycopg2 import sql
 
 from ...errors import one_line
 from ...server_errors import servers
-from ..contract import NotInJvm, PartitionWriter
+from ..contract import NotInJvm, PartitionWriter, jvm_type
 from .server import PART_COLUMN, _connect
 
 
@@ -68,11 +68,6 @@ def _utc_wall_clock(column: pa.Array) -> pa.Array:
     return column
 
 
-# Spark's types (simpleString) that StagingCopy writes as CSV, and its names for them.
-_JVM_TYPES = {"string": "string", "tinyint": "byte", "smallint": "short", "int": "int", "bigint": "long",
-              "boolean": "boolean", "float": "float", "double": "double", "date": "date", "timestamp": "timestamp",
-              "timestamp_ntz": "timestamp"}
-_DECIMAL = re.compile(r"^decimal\((\d+),(\d+)\)$")
 # libpq's connection settings that have a pgjdbc property of the same meaning.
 _JDBC_PROPERTIES = {"user": "user", "password": "password", "sslmode": "sslmode", "sslrootcert": "sslrootcert",
                     "connect_timeout": "connectTimeout", "application_name": "ApplicationName", "options": "options"}
@@ -127,8 +122,8 @@ class PostgresWriter(PartitionWriter):
         kinds = []
         for column in self.columns:
             spark_type = types.get(column, "missing")
-            decimal = _DECIMAL.match(spark_type)
-            kind = _JVM_TYPES.get(spark_type) or (f"decimal:{decimal[1]}:{decimal[2]}" if decimal else None)
+            # A wall-clock time is written as a UTC instant is, in the COPY's UTC session.
+            kind = jvm_type("timestamp" if spark_type == "timestamp_ntz" else spark_type)
             if kind is None:
                 raise NotInJvm(f"column {column} is {spark_type}, which the JVM's COPY does not write")
             kinds.append(kind)
@@ -137,7 +132,8 @@ class PostgresWriter(PartitionWriter):
                 "delete": f"delete from {self.staging} where {_identifier(PART_COLUMN)} = ?",
                 "copy": f"copy {self.staging} ({quoted}) from stdin with (format csv)",
                 "staging": self.staging, "target": self.target,
-                "columns": ",".join(str(names.index(c)) for c in self.columns), "types": ",".join(kinds)}
+                "columns": ",".join(str(names.index(c)) for c in self.columns), "types": ",".join(kinds),
+                "reads": ",".join(str(names.index(c)) for c in self.columns)}
 
     def open(self, partition: int, attempt: str = "") -> None:
         self._part = partition

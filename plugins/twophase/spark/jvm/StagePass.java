@@ -13,7 +13,9 @@ import java.util.UUID;
 import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RuntimeConfig;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.util.DateTimeUtils$;
 
 /**
  * The staging pass in the executors' JVM (twophase/spark/jvm_stage.py): each Spark
@@ -22,7 +24,8 @@ import org.apache.spark.sql.catalyst.InternalRow;
  * Kafka staging topic). No row crosses to Python, and no value is converted to Arrow.
  *
  * Each writer is described by a map of strings (its "kind" and settings, built by the
- * Python writer's jvm_spec). run() returns, per partition and writer of a successful task
+ * Python writer's jvm_spec; run() adds the session's settings the writers need as to_json
+ * reads them: session.zone, session.ignore_null_fields). run() returns, per partition and writer of a successful task
  * attempt, one tab-separated line: part, attempt, rows, participant, target, report (JSON).
  * A failed attempt discards every writer it opened and rethrows; Spark retries the task.
  *
@@ -81,11 +84,25 @@ public final class StagePass {
         return new RuntimeException(message.toString());
     }
 
+    /** The bytes of `text`, two hex digits each (how specs carry names and values of any bytes). */
+    static byte[] hex(String text) {
+        byte[] out = new byte[text.length() / 2];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = (byte) Integer.parseInt(text.substring(2 * i, 2 * i + 2), 16);
+        }
+        return out;
+    }
+
     /** The staging pass of `frame` to `writers`; one line per partition and writer. */
     public static String[] run(Dataset<Row> frame, List<Map<String, String>> writers, Map<String, String> failpoint) {
+        RuntimeConfig conf = frame.sparkSession().conf();
+        String zone = DateTimeUtils$.MODULE$.getZoneId(conf.get("spark.sql.session.timeZone")).getId();
         ArrayList<HashMap<String, String>> specs = new ArrayList<>();
         for (Map<String, String> spec : writers) {
-            specs.add(new HashMap<>(spec));
+            HashMap<String, String> copy = new HashMap<>(spec);
+            copy.put("session.zone", zone);
+            copy.put("session.ignore_null_fields", conf.get("spark.sql.jsonGenerator.ignoreNullFields"));
+            specs.add(copy);
         }
         Partition each = new Partition(specs, new HashMap<>(failpoint));
         List<String> lines = frame.queryExecution().toRdd().toJavaRDD().mapPartitionsWithIndex(each, false).collect();

@@ -34,9 +34,7 @@ final class StagingCopy implements StagePass.Writer {
     private static final byte[] TRUE = {'t'}, FALSE = {'f'};
 
     private final Map<String, String> spec;
-    private final int[] columns;
-    private final String[] types;
-    private final int[] precision, scale;
+    private final ColumnTypes columns;
     private Connection conn;
     private CopyIn copy;
     private int part;
@@ -47,20 +45,7 @@ final class StagingCopy implements StagePass.Writer {
 
     StagingCopy(Map<String, String> spec) {
         this.spec = spec;
-        String[] ordinals = spec.get("columns").split(",");
-        types = spec.get("types").split(",");
-        columns = new int[ordinals.length];
-        precision = new int[ordinals.length];
-        scale = new int[ordinals.length];
-        for (int i = 0; i < ordinals.length; i++) {
-            columns[i] = Integer.parseInt(ordinals[i]);
-            if (types[i].startsWith("decimal:")) {
-                String[] ps = types[i].split(":");
-                precision[i] = Integer.parseInt(ps[1]);
-                scale[i] = Integer.parseInt(ps[2]);
-                types[i] = "decimal";
-            }
-        }
+        columns = new ColumnTypes(spec.get("columns"), spec.get("types"));
     }
 
     @Override
@@ -92,9 +77,9 @@ final class StagingCopy implements StagePass.Writer {
 
     @Override
     public void write(InternalRow row) throws Exception {
-        for (int i = 0; i < columns.length; i++) {
-            if (!row.isNullAt(columns[i])) {
-                value(row, columns[i], i);
+        for (int i = 0; i < columns.size(); i++) {
+            if (!row.isNullAt(columns.ordinal[i])) {
+                value(row, columns.ordinal[i], i);
             }
             put((byte) ',');
         }
@@ -164,43 +149,43 @@ final class StagingCopy implements StagePass.Writer {
     // -- the CSV of one row -------------------------------------------------------------------
 
     private void value(InternalRow row, int ordinal, int i) throws SQLException {
-        switch (types[i]) {
-            case "string":
+        switch (columns.type[i]) {
+            case ColumnTypes.STRING:
                 string(row.getUTF8String(ordinal));
                 break;
-            case "byte":
+            case ColumnTypes.BYTE:
                 number(row.getByte(ordinal));
                 break;
-            case "short":
+            case ColumnTypes.SHORT:
                 number(row.getShort(ordinal));
                 break;
-            case "int":
+            case ColumnTypes.INT:
                 number(row.getInt(ordinal));
                 break;
-            case "long":
+            case ColumnTypes.LONG:
                 number(row.getLong(ordinal));
                 break;
-            case "boolean":
+            case ColumnTypes.BOOLEAN:
                 put(row.getBoolean(ordinal) ? TRUE : FALSE);
                 break;
-            case "float":
-                put(Float.toString(row.getFloat(ordinal)).getBytes(StandardCharsets.US_ASCII));
+            case ColumnTypes.FLOAT:
+                putAscii(Float.toString(row.getFloat(ordinal)));
                 break;
-            case "double":
-                put(Double.toString(row.getDouble(ordinal)).getBytes(StandardCharsets.US_ASCII));
+            case ColumnTypes.DOUBLE:
+                putAscii(Double.toString(row.getDouble(ordinal)));
                 break;
-            case "decimal":
-                decimal(row.getDecimal(ordinal, precision[i], scale[i]), scale[i]);
+            case ColumnTypes.DECIMAL:
+                decimal(row.getDecimal(ordinal, columns.precision[i], columns.scale[i]), columns.scale[i]);
                 break;
-            case "date":
+            case ColumnTypes.DATE:
                 date(row.getInt(ordinal));
                 put(era);
                 break;
-            case "timestamp":
+            case ColumnTypes.TIMESTAMP:
                 timestamp(row.getLong(ordinal));
                 break;
             default:
-                throw new IllegalArgumentException("no CSV form of type " + types[i]);
+                throw new IllegalArgumentException("no CSV form of type " + columns.type[i]);
         }
     }
 
@@ -230,7 +215,7 @@ final class StagingCopy implements StagePass.Writer {
 
     private void decimal(Decimal d, int scale) throws SQLException {
         if (d.precision() > 18) {
-            put(d.toJavaBigDecimal().toPlainString().getBytes(StandardCharsets.US_ASCII));
+            putAscii(d.toJavaBigDecimal().toPlainString());
             return;
         }
         long unscaled = d.toUnscaledLong();
@@ -250,19 +235,13 @@ final class StagingCopy implements StagePass.Writer {
     }
 
     private static final byte[] AD = {}, BC = " BC".getBytes(StandardCharsets.US_ASCII);
+    private final CivilDate calendar = new CivilDate();
     private byte[] era = AD;  // of the last date() written: Postgres writes years before 1 as "0001-... BC"
 
-    /** The date of a day count since 1970-01-01 (proleptic Gregorian, as Spark's), its era in `era`. */
+    /** The date of a day count since 1970-01-01 (CivilDate), its era in `era`. */
     private void date(int days) throws SQLException {
-        long z = days + 719468L;
-        long cycle = Math.floorDiv(z, 146097L);
-        long dayOfCycle = z - cycle * 146097L;
-        long yearOfCycle = (dayOfCycle - dayOfCycle / 1460 + dayOfCycle / 36524 - dayOfCycle / 146096) / 365;
-        long dayOfYear = dayOfCycle - (365 * yearOfCycle + yearOfCycle / 4 - yearOfCycle / 100);
-        long shifted = (5 * dayOfYear + 2) / 153;
-        long day = dayOfYear - (153 * shifted + 2) / 5 + 1;
-        long month = shifted < 10 ? shifted + 3 : shifted - 9;
-        long year = yearOfCycle + cycle * 400 + (month <= 2 ? 1 : 0);
+        long date = calendar.of(days);
+        long year = CivilDate.year(date);
         era = year < 1 ? BC : AD;
         year = year < 1 ? 1 - year : year;  // 1 BC is year 0
         if (year > 9999) {
@@ -271,9 +250,9 @@ final class StagingCopy implements StagePass.Writer {
             digits(year, 4);
         }
         put((byte) '-');
-        digits(month, 2);
+        digits(CivilDate.month(date), 2);
         put((byte) '-');
-        digits(day, 2);
+        digits(CivilDate.day(date), 2);
     }
 
     private void timestamp(long micros) throws SQLException {
@@ -296,7 +275,7 @@ final class StagingCopy implements StagePass.Writer {
 
     private void number(long v) throws SQLException {
         if (v == Long.MIN_VALUE) {
-            put(Long.toString(v).getBytes(StandardCharsets.US_ASCII));
+            putAscii(Long.toString(v));
             return;
         }
         room(20);
@@ -352,6 +331,14 @@ final class StagingCopy implements StagePass.Writer {
     private void put(byte b) throws SQLException {
         room(1);
         buf[at++] = b;
+    }
+
+    /** A number's text (ASCII, shorter than the buffer). */
+    private void putAscii(String text) throws SQLException {
+        room(text.length());
+        for (int i = 0; i < text.length(); i++) {
+            buf[at++] = (byte) text.charAt(i);
+        }
     }
 
     private void put(byte[] bytes) throws SQLException {
