@@ -10,6 +10,13 @@ commit copy's JVM (StagedCopy). Of the machine: the Kafka broker (kafka.Kafka), 
 postgres process, summed as proportional set size (PSS: the shared buffers each backend
 maps are counted once, not once per backend). The rest is resident set size (RSS).
 `window()` gives the peaks seen while its block ran.
+
+With `live_heap` (bench/run --live-heap), the Sampler also asks the Spark driver JVM for a
+full collection every `live_every` seconds of a window and once at its end, and keeps the
+heap in use right after it (LiveHeap, kind "jvm_live"): what the JVM holds live. Its RSS
+says little of that: G1 leaves garbage in the old generation until a concurrent cycle, and
+grows the heap towards spark.driver.memory the longer the allocation goes on, so a longer
+run shows a larger RSS whatever it retains.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import gc
 import os
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -105,9 +113,32 @@ def give_back() -> None:
         pass
 
 
+class LiveHeap:
+    """The Spark driver JVM's heap in use right after a full collection (System.gc()), in
+    bytes, as that collection's own record gives it (the heap's pools after it): the JVM's
+    task threads allocate on at once, so the heap's use read a moment later would count
+    some of that too."""
+
+    def __init__(self, spark):
+        jvm = spark.sparkContext._jvm
+        self._system = jvm.java.lang.System
+        factory = jvm.java.lang.management.ManagementFactory
+        self._collectors = list(factory.getGarbageCollectorMXBeans())
+        self._pools = [p.getName() for p in factory.getMemoryPoolMXBeans() if p.getType().name() == "HEAP"]
+
+    def __call__(self) -> int:
+        self._system.gc()
+        infos = [c.getLastGcInfo() for c in self._collectors]
+        last = max((i for i in infos if i is not None), key=lambda i: i.getEndTime())
+        after = last.getMemoryUsageAfterGc()
+        return sum(after.get(pool).getUsed() for pool in self._pools if after.containsKey(pool))
+
+
 class Sampler:
-    def __init__(self, interval: float = 0.2):
+    def __init__(self, interval: float = 0.2, live_heap: LiveHeap | None = None, live_every: float = 5.0):
         self.interval = interval
+        self.live_heap, self.live_every = live_heap, live_every
+        self._live_due = 0.0
         self._peak: dict[str, int] | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -121,10 +152,13 @@ class Sampler:
                 if self._peak is None:
                     continue
             now = sample(root)
+            if self.live_heap is not None and time.monotonic() >= self._live_due:
+                self._live_due = time.monotonic() + self.live_every
+                now["jvm_live"] = self.live_heap()
             with self._lock:
                 if self._peak is not None:
                     for kind, value in now.items():
-                        self._peak[kind] = max(self._peak[kind], value)
+                        self._peak[kind] = max(self._peak.get(kind, 0), value)
 
     @contextmanager
     def window(self):
@@ -135,12 +169,15 @@ class Sampler:
         peaks: dict[str, int] = {}
         with self._lock:
             self._peak = sample(os.getpid())
+            self._live_due = time.monotonic() + self.live_every
         try:
             yield peaks
         finally:
             last = sample(os.getpid())
+            if self.live_heap is not None:
+                last["jvm_live"] = self.live_heap()
             with self._lock:
-                peaks.update({k: max(v, last[k]) for k, v in self._peak.items()})
+                peaks.update({k: max(self._peak.get(k, 0), v) for k, v in last.items()})
                 self._peak = None
 
     def stop(self) -> None:

@@ -141,7 +141,9 @@ def _how() -> list[str]:
             "- Memory: peak, polled every 0.2 s, while each Spark contender ran, the largest over the repetitions: "
             "RSS of the Spark driver JVM, of the Python workers (summed), of the bench's own Python process (the "
             "coordinator), of the Kafka commit copy's JVM and of the Kafka broker; PSS of the Postgres servers' "
-            "processes, summed (bench/memory.py).", ""]
+            "processes, summed (bench/memory.py). With --live-heap, also the driver JVM's heap in use right after "
+            "a full collection it is asked for every 5 s and at the end of each contender: what it holds live, where "
+            "its RSS also counts the garbage and the heap G1 grows as a run goes on.", ""]
 
 
 def _across_sizes(runs: list[Run]) -> list[str]:

@@ -106,11 +106,14 @@ def _linear(shape: str, runs: list[Run]) -> Check:
 MEMORY_KINDS = (("jvm", "Spark driver JVM"), ("workers", "Python workers"),
                 ("py_driver", "coordinator's Python process"), ("copy_jvm", "Kafka commit copy's JVM"),
                 ("kafka", "Kafka broker"), ("postgres", "Postgres servers (PSS)"))
+# Measured with bench/run --live-heap only (bench/memory.py: LiveHeap).
+LIVE_HEAP = ("jvm_live", "Spark driver JVM's live heap (after a full GC, every 5 s)")
 
 
 def _memory(shape: str, runs: list[Run]) -> list[Check]:
     checks = []
-    for kind, label in MEMORY_KINDS:
+    live = [LIVE_HEAP] if any(r.peak_rss("atomic", LIVE_HEAP[0]) for r in runs) else []
+    for kind, label in [*MEMORY_KINDS, *live]:
         target = f"peak memory of the {label} during the atomic load ÷ at the smallest size: ≤ 1.5"
         base = runs[0].peak_rss("atomic", kind)
         cells = {r.rows: f"{r.peak_rss('atomic', kind) / 2**20:,.0f} MB ({r.peak_rss('atomic', kind) / base:.2f}x)"
@@ -118,7 +121,7 @@ def _memory(shape: str, runs: list[Run]) -> list[Check]:
         ok = (None if len(runs) < 2 or not base or not runs[-1].peak_rss("atomic", kind)
               else runs[-1].peak_rss("atomic", kind) <= 1.5 * base)
         note = ""
-        if kind == "jvm" and runs[0].peak_rss(R.SCAN, kind):
+        if kind in ("jvm", "jvm_live") and runs[0].peak_rss(R.SCAN, kind):
             # In local mode the executors live in the driver JVM, whose heap grows with what
             # Spark itself reads: the same figure for a plain scan of the input tells them apart.
             scan = [runs[0].peak_rss(R.SCAN, kind), runs[-1].peak_rss(R.SCAN, kind)]

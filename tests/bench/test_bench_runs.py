@@ -44,7 +44,7 @@ def test_the_main_bench(tmp_path):
     # pass of every contender, the same code on other columns.
     # The commit copy in a JVM whatever the size, as a large load's (its memory is measured).
     env = {**os.environ, "TWOPHASE_KAFKA_JVM_COPY_MIN_RECORDS": "0"}
-    out = bench("bench", "--sizes", "3000", "--shapes", "wide", "--reps", "1", "--no-warm-up",
+    out = bench("bench", "--sizes", "3000", "--shapes", "wide", "--reps", "1", "--no-warm-up", "--live-heap",
                 "--results", str(tmp_path), env=env)
     assert f"report written to {tmp_path}" in out, out
     report = (tmp_path / "latest.md").read_text()
@@ -53,7 +53,8 @@ def test_the_main_bench(tmp_path):
                       "| limit: COPY FROM STDIN", "| limit: Kafka ProducerPerformance", "| Iceberg: staging pass",
                       "| staging breakdown: the same pass in Python (TWOPHASE_STAGING_PASS=python) |"):
         assert contender in report, f"{contender} missing:\n{report[:5000]}"
-    for process in ("Spark driver JVM", "Kafka commit copy's JVM", "Kafka broker", "Postgres servers (PSS)"):
+    for process in ("Spark driver JVM", "Kafka commit copy's JVM", "Kafka broker", "Postgres servers (PSS)",
+                    "Spark driver JVM's live heap (after a full GC, every 5 s)"):
         assert re.search(rf"\| peak memory of the {re.escape(process)} during the atomic load .* \| "
                          r"[1-9][\d,]* MB \(1\.00x\) \|", report), f"no memory figure of the {process}:\n{report}"
 

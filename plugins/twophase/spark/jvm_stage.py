@@ -10,6 +10,10 @@ checks and messages: the same transaction per partition (advisory lock, delete o
 earlier attempt's rows, COPY, commit), the same headers on every staged record, the same
 refusals (StagingRefused, RecordTooLarge) and the failpoints of the crash tests.
 
+A Kafka record's value, where its columns are of types the JVM writes, is made by
+RecordJson.java, byte for byte as the Python pass's to_json makes it, with its checksum;
+each writer's spec says which columns it `reads`, and Spark computes no other (ADR 0016).
+
 It runs when all of these hold, else the pass runs in Python and the log says why:
 
 - every writer of the frame has one (`jvm_spec`: Postgres and Kafka; Iceberg does not),
