@@ -21,9 +21,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  * - one object, fields in the columns' order, no spaces; a null field is left out, unless
  *   nulls are kept (the target declares a schema, or spark.sql.jsonGenerator.ignoreNullFields
  *   is false): then it is null;
- * - names and strings in quotes, with \" \\ \b \t \n \f \r, other characters below U+0020 as
- *   backslash-u00XX (upper-case hex), every other character as UTF-8; text that is not UTF-8 decoded
- *   as Java decodes it (U+FFFD for a bad sequence);
+ * - names and strings in quotes, with \" \\ \b \t \n \f \r, other characters below U+0020
+ *   as backslash-u00XX (upper-case hex), every other character as UTF-8; text that is not
+ *   UTF-8 decoded as Java decodes it (U+FFFD for a bad sequence);
  * - integers in decimal; true, false; floats and doubles as Java's toString writes them,
  *   but NaN and the infinities, which are strings ("NaN", "Infinity", "-Infinity");
  * - decimals as BigDecimal.toString (plain, or in E notation when below 10^-6 of their unit);

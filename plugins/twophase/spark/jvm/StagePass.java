@@ -24,9 +24,10 @@ import org.apache.spark.sql.catalyst.util.DateTimeUtils$;
  * Kafka staging topic). No row crosses to Python, and no value is converted to Arrow.
  *
  * Each writer is described by a map of strings (its "kind" and settings, built by the
- * Python writer's jvm_spec; run() adds the session's settings the writers need as to_json
- * reads them: session.zone, session.ignore_null_fields). run() returns, per partition and writer of a successful task
- * attempt, one tab-separated line: part, attempt, rows, participant, target, report (JSON).
+ * Python writer's jvm_spec), to which run() adds the session's settings that to_json reads
+ * (session.zone, session.ignore_null_fields). run() returns, per partition and writer of a
+ * successful task attempt, one tab-separated line: part, attempt, rows, participant,
+ * target, report (JSON).
  * A failed attempt discards every writer it opened and rethrows; Spark retries the task.
  *
  * The failpoints spark.partition_midway (after the first row) and spark.partition_staged

@@ -27,11 +27,12 @@ import org.apache.spark.sql.catalyst.InternalRow;
  * value) are either columns Spark computed too, or made here (RecordJson: the value as
  * Spark's to_json would make it, in a fraction of its time).
  *
- * Spec (KafkaWriter.jvm_spec): bootstrap, topic, key, and value and crc or RecordJson's
- * json.* settings (the row's ordinals of the columns), load_id, header.load, header.part, header.attempt (names),
- * extra.N (name=hex value, the target's own headers), producer.NAME (settings), and when
- * the topics limit records: max_message_bytes, limited_by (the topic of that limit) and
- * framing (what headers and framing take of it, but for the partition number's digits).
+ * Spec (KafkaWriter.jvm_spec): bootstrap, topic, key, and either value and crc or
+ * RecordJson's json.* settings (the row's ordinals of the columns), load_id, header.load,
+ * header.part, header.attempt (names), extra.N (name=hex value, the target's own headers),
+ * producer.NAME (settings), and when the topics limit records: max_message_bytes,
+ * limited_by (the topic of that limit) and framing (what headers and framing take of it,
+ * but for the partition number's digits).
  */
 final class StagingRecords implements StagePass.Writer {
     private final Map<String, String> spec;
