@@ -128,12 +128,12 @@ class PostgresWriter(PartitionWriter):
                 raise NotInJvm(f"column {column} is {spark_type}, which the JVM's COPY does not write")
             kinds.append(kind)
         quoted = ", ".join(_identifier(c) for c in [*self.columns, PART_COLUMN])
+        ordinals = ",".join(str(names.index(c)) for c in self.columns)
         return {"kind": "postgres", "url": url, **{f"prop.{k}": v for k, v in props.items()}, "lock": self.staging,
                 "delete": f"delete from {self.staging} where {_identifier(PART_COLUMN)} = ?",
                 "copy": f"copy {self.staging} ({quoted}) from stdin with (format csv)",
                 "staging": self.staging, "target": self.target,
-                "columns": ",".join(str(names.index(c)) for c in self.columns), "types": ",".join(kinds),
-                "reads": ",".join(str(names.index(c)) for c in self.columns)}
+                "columns": ordinals, "types": ",".join(kinds), "reads": ordinals}
 
     def open(self, partition: int, attempt: str = "") -> None:
         self._part = partition

@@ -31,10 +31,11 @@ final class ColumnTypes {
                 type[i] = DECIMAL;
                 precision[i] = Integer.parseInt(ps[1]);
                 scale[i] = Integer.parseInt(ps[2]);
-            } else if (NAMES.contains(names[i])) {
-                type[i] = NAMES.indexOf(names[i]);
             } else {
-                throw new IllegalArgumentException("no JVM writer writes type " + names[i]);
+                type[i] = NAMES.indexOf(names[i]);
+                if (type[i] < 0) {
+                    throw new IllegalArgumentException("no JVM writer writes type " + names[i]);
+                }
             }
         }
     }

@@ -126,10 +126,10 @@ final class RecordJson {
                 put(row.getBoolean(ordinal) ? TRUE : FALSE);
                 break;
             case ColumnTypes.FLOAT:
-                real(Float.isFinite(row.getFloat(ordinal)), Float.toString(row.getFloat(ordinal)));
+                real(Float.toString(row.getFloat(ordinal)));
                 break;
             case ColumnTypes.DOUBLE:
-                real(Double.isFinite(row.getDouble(ordinal)), Double.toString(row.getDouble(ordinal)));
+                real(Double.toString(row.getDouble(ordinal)));
                 break;
             case ColumnTypes.DECIMAL:
                 decimal(row.getDecimal(ordinal, columns.precision[i], columns.scale[i]));
@@ -184,7 +184,9 @@ final class RecordJson {
         return out.append('"').toString().getBytes(StandardCharsets.UTF_8);
     }
 
-    private void real(boolean finite, String text) {
+    /** A float or double as Java writes it; NaN and the infinities (no digit at their end) as strings. */
+    private void real(String text) {
+        boolean finite = Character.isDigit(text.charAt(text.length() - 1));
         if (!finite) {
             put('"');
         }
