@@ -40,7 +40,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=4, help="Spark partitions of the data (default 4)")
     parser.add_argument("--driver-memory", default="2g", help="spark.driver.memory (default 2g)")
     parser.add_argument("--live-heap", action="store_true",
-                        help="also measure the driver JVM's live heap: a full GC every 5 s of the scan and the "
+                        help="also measure the driver JVM's live heap: a full GC every "
+                             f"{memory.LIVE_EVERY_S:g} s of the scan and the "
                              "atomic load and after each (bench/memory.py; costs their times a little)")
     parser.add_argument("--no-limits", action="store_true", help="skip COPY and the producer tool")
     parser.add_argument("--no-breakdown", action="store_true", help="skip the staging pass's breakdown")

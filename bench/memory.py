@@ -113,29 +113,51 @@ def give_back() -> None:
         pass
 
 
+# How often LiveHeap is asked during a window: often enough that a 1M load's staging pass
+# (2-4 s) is sampled inside, as a long one's is; each ask is a full collection, tens of ms.
+LIVE_EVERY_S = 1.0
+
+
 class LiveHeap:
     """The Spark driver JVM's heap in use right after a full collection (System.gc()), in
     bytes, as that collection's own record gives it (the heap's pools after it): the JVM's
     task threads allocate on at once, so the heap's use read a moment later would count
-    some of that too."""
+    some of that too.
+
+    A full collection can be put off: while a thread holds the GC locker (a JNI critical
+    region: lz4's compression of a Kafka batch), G1 skips the System.gc(), and the latest
+    record is then a young collection's, garbage in the old generation and all (144 MB
+    read so in a 20M staging pass whose full collections found 87-169 MB). So a reading
+    counts only when the full collector's count went up; after `TRIES` asks without one,
+    None (no reading)."""
+
+    TRIES = 5
 
     def __init__(self, spark):
         jvm = spark.sparkContext._jvm
         self._system = jvm.java.lang.System
         factory = jvm.java.lang.management.ManagementFactory
-        self._collectors = list(factory.getGarbageCollectorMXBeans())
+        full = [c for c in factory.getGarbageCollectorMXBeans()
+                if any(word in c.getName() for word in ("Old", "MarkSweep"))]
+        if len(full) != 1:
+            raise RuntimeError(f"no single full collector among the driver JVM's: "
+                               f"{[c.getName() for c in factory.getGarbageCollectorMXBeans()]}")
+        self._full = full[0]
         self._pools = [p.getName() for p in factory.getMemoryPoolMXBeans() if p.getType().name() == "HEAP"]
 
-    def __call__(self) -> int:
-        self._system.gc()
-        infos = [c.getLastGcInfo() for c in self._collectors]
-        last = max((i for i in infos if i is not None), key=lambda i: i.getEndTime())
-        after = last.getMemoryUsageAfterGc()
-        return sum(after.get(pool).getUsed() for pool in self._pools if after.containsKey(pool))
+    def __call__(self) -> int | None:
+        for _ in range(self.TRIES):
+            before = self._full.getCollectionCount()
+            self._system.gc()
+            if self._full.getCollectionCount() > before:
+                after = self._full.getLastGcInfo().getMemoryUsageAfterGc()
+                return sum(after.get(pool).getUsed() for pool in self._pools if after.containsKey(pool))
+            time.sleep(0.05)
+        return None
 
 
 class Sampler:
-    def __init__(self, interval: float = 0.2, live_heap: LiveHeap | None = None, live_every: float = 5.0):
+    def __init__(self, interval: float = 0.2, live_heap: LiveHeap | None = None, live_every: float = LIVE_EVERY_S):
         self.interval = interval
         self.live_heap, self.live_every = live_heap, live_every
         self._live_due = 0.0
@@ -154,7 +176,9 @@ class Sampler:
             now = sample(root)
             if self.live_heap is not None and time.monotonic() >= self._live_due:
                 self._live_due = time.monotonic() + self.live_every
-                now["jvm_live"] = self.live_heap()
+                live = self.live_heap()
+                if live is not None:
+                    now["jvm_live"] = live
             with self._lock:
                 if self._peak is not None:
                     for kind, value in now.items():
@@ -174,8 +198,9 @@ class Sampler:
             yield peaks
         finally:
             last = sample(os.getpid())
-            if self.live_heap is not None:
-                last["jvm_live"] = self.live_heap()
+            live = self.live_heap() if self.live_heap is not None else None
+            if live is not None:
+                last["jvm_live"] = live
             with self._lock:
                 peaks.update({k: max(self._peak.get(k, 0), v) for k, v in last.items()})
                 self._peak = None

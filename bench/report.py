@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import memory
 from . import results as R
 from .atomic import PHASES
 from .iceberg import PHASES as ICEBERG_PHASES
@@ -142,7 +143,7 @@ def _how() -> list[str]:
             "RSS of the Spark driver JVM, of the Python workers (summed), of the bench's own Python process (the "
             "coordinator), of the Kafka commit copy's JVM and of the Kafka broker; PSS of the Postgres servers' "
             "processes, summed (bench/memory.py). With --live-heap, also the driver JVM's heap in use right after "
-            "a full collection it is asked for every 5 s and at the end of each contender: what it holds live, where "
+            f"a full collection it is asked for every {memory.LIVE_EVERY_S:g} s and at the end of each contender: what it holds live, where "
             "its RSS also counts the garbage and the heap G1 grows as a run goes on.", ""]
 
 

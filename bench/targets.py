@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import memory
 from . import results as R
 from .results import Run
 
@@ -107,7 +108,7 @@ MEMORY_KINDS = (("jvm", "Spark driver JVM"), ("workers", "Python workers"),
                 ("py_driver", "coordinator's Python process"), ("copy_jvm", "Kafka commit copy's JVM"),
                 ("kafka", "Kafka broker"), ("postgres", "Postgres servers (PSS)"))
 # Measured with bench/run --live-heap only (bench/memory.py: LiveHeap).
-LIVE_HEAP = ("jvm_live", "Spark driver JVM's live heap (after a full GC, every 5 s)")
+LIVE_HEAP = ("jvm_live", f"Spark driver JVM's live heap (after a full GC, every {memory.LIVE_EVERY_S:g} s)")
 
 
 def _memory(shape: str, runs: list[Run]) -> list[Check]:

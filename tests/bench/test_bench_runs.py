@@ -21,6 +21,7 @@ import sys
 
 import pytest
 
+from bench.memory import LIVE_EVERY_S
 from support import ROOT, localstack, stack
 
 pytestmark = pytest.mark.slow
@@ -54,7 +55,7 @@ def test_the_main_bench(tmp_path):
                       "| staging breakdown: the same pass in Python (TWOPHASE_STAGING_PASS=python) |"):
         assert contender in report, f"{contender} missing:\n{report[:5000]}"
     for process in ("Spark driver JVM", "Kafka commit copy's JVM", "Kafka broker", "Postgres servers (PSS)",
-                    "Spark driver JVM's live heap (after a full GC, every 5 s)"):
+                    f"Spark driver JVM's live heap (after a full GC, every {LIVE_EVERY_S:g} s)"):
         assert re.search(rf"\| peak memory of the {re.escape(process)} during the atomic load .* \| "
                          r"[1-9][\d,]* MB \(1\.00x\) \|", report), f"no memory figure of the {process}:\n{report}"
 

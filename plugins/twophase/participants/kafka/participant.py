@@ -104,9 +104,10 @@ class KafkaParticipant(Participant):
             nulls = ", map('ignoreNullFields', 'false')" if target.frame_schema else ""
             value = f"cast(to_json(struct({', '.join(map(_quoted, value_columns))}){nulls}) as binary)"
             expressions[target.topic] = dict(zip(names, (key, value, f"crc32(concat(coalesce({key}, X''), {value}))")))
+            partitions = len(marks["staged_from"][target.staging_topic])
             writers[target.topic] = KafkaWriter(self.bootstrap, target.staging_topic, self.load_id, target.headers,
                                                 max_message_bytes, limited_by, names, tuple(value_columns),
-                                                bool(target.frame_schema))
+                                                bool(target.frame_schema), partitions)
         return Staging(writers, marks, {t.topic: t.frame for t in self.topics}, expressions)
 
     def _ends(self, topic: str) -> dict[int, int]:

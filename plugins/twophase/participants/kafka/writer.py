@@ -18,6 +18,8 @@ H_LOAD, H_PART, H_ATTEMPT = "load_id", "twophase.part", "twophase.attempt"
 # header (61 bytes) and the record's own varints (length, attributes, timestamp and offset
 # deltas, key and value lengths, header count: 36 bytes), rounded up.
 _RECORD_OVERHEAD = 100
+# The least buffer pool of a JVM staging producer (KafkaWriter._java_producer).
+STAGING_BUFFER_FLOOR = 16 << 20
 
 
 def record_checksum(key: bytes | None, value: bytes | None) -> int:
@@ -50,16 +52,19 @@ class KafkaWriter(PartitionWriter):
     headers and framing exceed it is refused with RecordTooLarge naming its size and key,
     before librdkafka or the broker refuse it with "Message size too large". Sizes are
     checked uncompressed: the broker checks compressed batches, but a record must fit
-    whatever its neighbours compress to."""
+    whatever its neighbours compress to.
+
+    `partitions`: the staging topic's, which size the JVM producer's buffer pool."""
 
     def __init__(self, bootstrap: str, staging_topic: str, load_id: str, headers: dict[str, str],
                  max_message_bytes: int | None = None, limited_by: str = "",
                  columns: tuple[str, str, str] = ("key", "value", "crc"), value_of: tuple[str, ...] = (),
-                 keep_nulls: bool = False):
+                 keep_nulls: bool = False, partitions: int = 1):
         self.bootstrap, self.staging_topic, self.load_id = bootstrap, staging_topic, load_id
         self.headers = headers
         self.max_message_bytes, self.limited_by = max_message_bytes, limited_by or staging_topic
         self.columns, self.value_of, self.keep_nulls = columns, value_of, keep_nulls
+        self.partitions = partitions
 
     def write(self, batch) -> None:
         key, value, crc = self.columns
@@ -100,8 +105,7 @@ class KafkaWriter(PartitionWriter):
                 "load_id": self.load_id, "header.load": H_LOAD,
                 "header.part": H_PART, "header.attempt": H_ATTEMPT,
                 **{f"extra.{i}": f"{name}={content.hex()}" for i, (name, content) in enumerate(extra)},
-                **{f"producer.{k}": str(v) for k, v in java_producer_settings(self.bootstrap,
-                                                                               self.max_message_bytes).items()}}
+                **{f"producer.{k}": str(v) for k, v in self._java_producer().items()}}
         if self.max_message_bytes is not None:
             # open()'s framing, less the partition number's own bytes (the JVM adds those).
             headers = [load, (H_PART, b""), (H_ATTEMPT, b"0" * 16), *extra]
@@ -109,6 +113,19 @@ class KafkaWriter(PartitionWriter):
             spec.update({"framing": str(framing), "max_message_bytes": str(self.max_message_bytes),
                          "limited_by": self.limited_by})
         return spec
+
+    def _java_producer(self) -> dict:
+        """The JVM staging producer's settings: the commit copy's, with its buffer pool sized to
+        the staging topic. The Java client keeps every batch buffer it allocates until it
+        closes, up to `buffer.memory`, and each task thread has a producer: at 64 MiB two
+        threads' pools could hold 128 MiB of the driver's heap, and a 20M pass staged as fast
+        with 16 MiB (bench/findings.md). A partition needs an open batch and the batches of
+        its requests in flight (at most 5 with idempotence): `buffer.memory` = 6 x partitions
+        x `batch.size`, at least 16 MiB, at most the 64 MiB the Python producer queues."""
+        settings = java_producer_settings(self.bootstrap, self.max_message_bytes)
+        wanted = 6 * self.partitions * settings["batch.size"]
+        settings["buffer.memory"] = max(STAGING_BUFFER_FLOOR, min(settings["buffer.memory"], wanted))
+        return settings
 
     def open(self, part: int, attempt: str) -> None:
         self.errors: list[str] = []
