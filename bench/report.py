@@ -143,8 +143,9 @@ def _how() -> list[str]:
             "RSS of the Spark driver JVM, of the Python workers (summed), of the bench's own Python process (the "
             "coordinator), of the Kafka commit copy's JVM and of the Kafka broker; PSS of the Postgres servers' "
             "processes, summed (bench/memory.py). With --live-heap, also the driver JVM's heap in use right after "
-            f"a full collection it is asked for every {memory.LIVE_EVERY_S:g} s and at the end of each contender: what it holds live, where "
-            "its RSS also counts the garbage and the heap G1 grows as a run goes on.", ""]
+            f"a full collection it is asked for every {memory.LIVE_EVERY_S:g} s and at the end of each contender "
+            "(a reading only where the collection ran): what it holds live, where its RSS also counts the garbage "
+            "and the heap G1 grows as a run goes on.", ""]
 
 
 def _across_sizes(runs: list[Run]) -> list[str]:
