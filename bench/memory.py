@@ -176,13 +176,17 @@ class Sampler:
             now = sample(root)
             if self.live_heap is not None and time.monotonic() >= self._live_due:
                 self._live_due = time.monotonic() + self.live_every
-                live = self.live_heap()
-                if live is not None:
-                    now["jvm_live"] = live
+                self._add_live_heap(now)
             with self._lock:
                 if self._peak is not None:
                     for kind, value in now.items():
                         self._peak[kind] = max(self._peak.get(kind, 0), value)
+
+    def _add_live_heap(self, sample_: dict[str, int]) -> None:
+        """Adds the driver JVM's live heap to a sample, where a full collection ran (LiveHeap)."""
+        live = self.live_heap() if self.live_heap is not None else None
+        if live is not None:
+            sample_["jvm_live"] = live
 
     @contextmanager
     def window(self):
@@ -198,9 +202,7 @@ class Sampler:
             yield peaks
         finally:
             last = sample(os.getpid())
-            live = self.live_heap() if self.live_heap is not None else None
-            if live is not None:
-                last["jvm_live"] = live
+            self._add_live_heap(last)
             with self._lock:
                 peaks.update({k: max(self._peak.get(k, 0), v) for k, v in last.items()})
                 self._peak = None
