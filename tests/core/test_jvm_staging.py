@@ -20,6 +20,7 @@ import psycopg2
 import pytest
 
 from support import create_schema, header, make_df, make_spec, read_topic, table_of
+from twophase.participants.kafka import writer as kafka_writer
 from twophase.protocol import coordinator
 from twophase.protocol.states import State
 from twophase.spark import jvm_stage
@@ -104,4 +105,18 @@ def test_a_task_attempt_that_dies_in_the_jvm_pass_is_retried_without_a_duplicate
         assert cur.fetchone() == (400, 400)
     records = read_topic(conns.kafka_bootstrap, target["topic"])
     assert len(records) == 400 and len({m.key() for m in records}) == 400
+    assert {header(m, "load_id") for m in records} == {spec.load_id}
+
+
+@pytest.mark.timeout(300)  # a permit never given back would hang the pass
+def test_a_producer_allowed_one_record_in_flight_still_stages_them_all(spark, txlog, conns, pg_dsn, target,
+                                                                     monkeypatch, caplog):
+    # Each record waits for the one before it to be acknowledged: every delivery callback
+    # gives its permit back, or the pass stops at its second record.
+    monkeypatch.setattr(kafka_writer, "STAGING_MAX_IN_FLIGHT", 1)
+    spec, ran = _load(spark, txlog, conns, pg_dsn, target["table"].split(".", 1)[1], make_df(spark, 300),
+                      monkeypatch, caplog, "jvm")
+    assert ran == "in the JVM"
+    records = read_topic(conns.kafka_bootstrap, target["topic"])
+    assert len(records) == 300 and len({m.key() for m in records}) == 300
     assert {header(m, "load_id") for m in records} == {spec.load_id}

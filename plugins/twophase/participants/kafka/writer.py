@@ -20,6 +20,8 @@ H_LOAD, H_PART, H_ATTEMPT = "load_id", "twophase.part", "twophase.attempt"
 _RECORD_OVERHEAD = 100
 # The least buffer pool of a JVM staging producer (KafkaWriter._java_producer).
 STAGING_BUFFER_FLOOR = 16 << 20
+# The most records a JVM staging producer has unacknowledged (StagingRecords.java says why).
+STAGING_MAX_IN_FLIGHT = 65_536
 
 
 def record_checksum(key: bytes | None, value: bytes | None) -> int:
@@ -105,6 +107,7 @@ class KafkaWriter(PartitionWriter):
                 "load_id": self.load_id, "header.load": H_LOAD,
                 "header.part": H_PART, "header.attempt": H_ATTEMPT,
                 **{f"extra.{i}": f"{name}={content.hex()}" for i, (name, content) in enumerate(extra)},
+                "max_in_flight": str(STAGING_MAX_IN_FLIGHT),
                 **{f"producer.{k}": str(v) for k, v in self._java_producer().items()}}
         if self.max_message_bytes is not None:
             # open()'s framing, less the partition number's own bytes (the JVM adds those).

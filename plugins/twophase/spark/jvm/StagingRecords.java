@@ -6,6 +6,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.concurrent.Semaphore;
 import java.util.zip.CRC32;
 
 import org.apache.kafka.clients.producer.Callback;
@@ -21,7 +22,13 @@ import org.apache.spark.sql.catalyst.InternalRow;
  * Produce one Spark partition's records to a Kafka staging topic (the JVM form of
  * participants/kafka/writer.py's KafkaWriter): the same headers (load_id, the partition,
  * the attempt, the target's own), an idempotent producer waiting for every replica, and a
- * report of the records and their summed checksums. Only failed sends call back.
+ * report of the records and their summed checksums.
+ *
+ * The client bounds what it buffers by compressed bytes (buffer.memory) but keeps a few
+ * objects per record until its batch is acknowledged, about as many bytes again as a narrow
+ * record: with lz4 a full pool held half a million of them, tens of MB of the driver's heap
+ * per task. So at most max_in_flight records are unacknowledged at once: write() takes a
+ * permit before each send, and the callback (called for every record) gives it back.
  *
  * Each record's key is a column Spark computed; its value and checksum (CRC-32 of key then
  * value) are either columns Spark computed too, or made here (RecordJson: the value as
@@ -30,7 +37,7 @@ import org.apache.spark.sql.catalyst.InternalRow;
  * Spec (KafkaWriter.jvm_spec): bootstrap, topic, key, and either value and crc or
  * RecordJson's json.* settings (the row's ordinals of the columns), load_id, header.load,
  * header.part, header.attempt (names), extra.N (name=hex value, the target's own headers),
- * producer.NAME (settings), and when the topics limit records: max_message_bytes,
+ * producer.NAME (settings), max_in_flight, and when the topics limit records: max_message_bytes,
  * limited_by (the topic of that limit) and framing (what headers and framing take of it,
  * but for the partition number's digits).
  */
@@ -44,11 +51,8 @@ final class StagingRecords implements StagePass.Writer {
     private List<Header> headers;
     private final String topic;
     private volatile Exception failed;
-    private final Callback onFailure = (metadata, e) -> {
-        if (e != null && failed == null) {
-            failed = e;
-        }
-    };
+    private final Semaphore inFlight;
+    private final Callback acknowledged;
     private long records, checksum;
     private int part;
 
@@ -59,6 +63,13 @@ final class StagingRecords implements StagePass.Writer {
         json = spec.containsKey("json.columns") ? new RecordJson(spec) : null;
         value = json == null ? Integer.parseInt(spec.get("value")) : -1;
         crc = json == null ? Integer.parseInt(spec.get("crc")) : -1;
+        inFlight = new Semaphore(Integer.parseInt(spec.get("max_in_flight")));
+        acknowledged = (metadata, e) -> {
+            if (e != null && failed == null) {
+                failed = e;
+            }
+            inFlight.release();
+        };
     }
 
     @Override
@@ -97,9 +108,16 @@ final class StagingRecords implements StagePass.Writer {
             throw new IllegalStateException(problem());
         }
         try {
-            producer.send(new ProducerRecord<>(topic, null, k, v, headers), onFailure);
-        } catch (TimeoutException e) {
-            throw unreachable(e);
+            inFlight.acquire();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();  // Spark kills a task by interrupting it
+            throw new IllegalStateException("Kafka staging of Spark partition " + part + " was interrupted", e);
+        }
+        try {
+            producer.send(new ProducerRecord<>(topic, null, k, v, headers), acknowledged);
+        } catch (RuntimeException e) {
+            inFlight.release();  // a send that throws never calls back
+            throw e instanceof TimeoutException ? unreachable(e) : e;
         }
         checksum += json != null ? checksum(k, v) : row.getLong(crc);
         records++;
