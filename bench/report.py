@@ -145,7 +145,9 @@ def _how() -> list[str]:
             "processes, summed (bench/memory.py). With --live-heap, also the driver JVM's heap in use right after "
             f"a full collection it is asked for every {memory.LIVE_EVERY_S:g} s and at the end of each contender "
             "(a reading only where the collection ran): what it holds live, where its RSS also counts the garbage "
-            "and the heap G1 grows as a run goes on.", ""]
+            "and the heap G1 grows as a run goes on. Its target compares the 90th percentile of a contender's "
+            "readings (the peak beside it): a long run has more readings than a short one, and the highest of "
+            "many lands higher in the same band.", ""]
 
 
 def _across_sizes(runs: list[Run]) -> list[str]:

@@ -27,18 +27,23 @@ START = date(2026, 1, 1)  # the DAG's start_date
 
 @pytest.fixture
 def api(airflow_ui) -> AirflowApi:
-    """The hourly DAG unpaused, without its scheduled run: unpausing starts one for the hour
-    that just ended (catchup is off), which would wait up to two hours for today's folder
-    ahead of the test's own run (one run at a time). Paused again after, its runs ended.
-    A DAG unpaused before in this Airflow, in an earlier hour, first gets the run it was
-    due then, which holds the one run slot: each run ahead of this hour's is ended while
-    waiting, so the scheduler goes on to this hour's (CI 54 waited on one for 120 s)."""
+    """The hourly DAG unpaused, without its scheduled run: unpausing starts one (catchup is
+    off), which would wait up to two hours for today's folder ahead of the test's own run
+    (one run at a time). Paused again after, its runs ended.
+
+    The run the scheduler starts is the one the DAG was due when it was parsed (once, when
+    this Airflow started): the hour that just ended, or an earlier one when the hour turned
+    since (CI 75, at 07:05 with the DAG parsed before 07:00). Once the DAG has its one run,
+    the scheduler starts no other until a run of the DAG ends under it, and one ended
+    through the API does not: so the test's run comes next. Ready when a run started since
+    the unpause, or one of this hour (the DAG was unpaused before, in this hour), was ended."""
     hour = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0)
+    before = {r["dag_run_id"] for r in AirflowApi(*airflow_ui).runs(DAG_ID, "scheduled")}
     api = unpause(*airflow_ui, dag_ids=(DAG_ID,))
     deadline = time_module.monotonic() + 120
-    while not [r for r in api.runs(DAG_ID, "scheduled") if datetime.fromisoformat(r["run_after"]) >= hour]:
+    while not [r for r in api.runs(DAG_ID, "scheduled")
+               if r["dag_run_id"] not in before or datetime.fromisoformat(r["run_after"]) >= hour]:
         assert time_module.monotonic() < deadline, "unpausing the hourly DAG started no scheduled run"
-        end_leftover_runs(*airflow_ui, dag_ids=(DAG_ID,), api=api)
         time_module.sleep(2)
     end_leftover_runs(*airflow_ui, dag_ids=(DAG_ID,), api=api)
     yield api

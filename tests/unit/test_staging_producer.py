@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from twophase.participants.kafka.writer import STAGING_BUFFER_FLOOR, KafkaWriter
+from twophase.participants.kafka.writer import STAGING_BUFFER_FLOOR, STAGING_MAX_IN_FLIGHT, KafkaWriter
 
 pytestmark = pytest.mark.serverless
 
@@ -39,3 +39,8 @@ def test_the_commit_copy_keeps_its_own_pool():
 
     assert java_producer_settings("127.0.0.1:1", None)["buffer.memory"] == 64 * MiB
     assert buffer_memory(3) < 64 * MiB
+
+
+def test_the_producer_has_a_bounded_number_of_records_in_flight():
+    writer = KafkaWriter("127.0.0.1:1", "orders.staging", "load-1", {}, None, "orders", ("k", "v", "c"))
+    assert writer.jvm_spec(FIELDS)["max_in_flight"] == str(STAGING_MAX_IN_FLIGHT) == "65536"
