@@ -70,7 +70,7 @@ def test_the_comparison_of_two_releases(tmp_path):
 
 
 def test_the_example_jobs_validation():
-    out = bench("bench.validation", "--lines", "3000", "--reps", "1")
+    out = bench("bench.validation", "--lines", "3000", "--reps", "1", "--no-warm-up")
     assert "| 3,000 |" in out and "lines/s" in out, out
 
 
