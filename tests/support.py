@@ -279,3 +279,12 @@ def localstack(module: str):
         return importlib.import_module(f"localstack.{module}")
     finally:
         sys.path.remove(str(ROOT / "scripts"))
+
+
+def jvm_confs() -> list[str]:
+    """spark-submit's `--conf` arguments giving its driver and executors the JVM options of
+    the stack's Spark connection (set by scripts/test: a short-lived JVM's start on less
+    CPU), but the class archive, which holds the classes of the stack's Spark home only."""
+    options = localstack("airflow").spark_java().get("spark.executor.extraJavaOptions")
+    return [a for jvm in ("driver", "executor") for a in ("--conf", f"spark.{jvm}.extraJavaOptions={options}")] \
+        if options else []

@@ -98,7 +98,7 @@ def environment() -> dict[str, str]:
         # local[*], or TWOPHASE_SPARK_MASTER (scripts/test: local[1], see there).
         f"AIRFLOW_CONN_{CONN_SPARK.upper()}": json.dumps({
             "conn_type": "spark", "host": os.environ.get("TWOPHASE_SPARK_MASTER") or "local[*]",
-            "extra": {"spark.pyspark.python": venv_python, **_driver_java(), "spark.jars": spark_jars_list},
+            "extra": {"spark.pyspark.python": venv_python, **spark_java(), "spark.jars": spark_jars_list},
         }),
         # Spark's Kafka connector for sessions started in a process (tests, scripts).
         "TWOPHASE_SPARK_JARS": spark_jars_list,
@@ -113,11 +113,16 @@ def environment() -> dict[str, str]:
     }
 
 
-def _driver_java() -> dict[str, str]:
-    """The Spark driver's JVM options, when TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS sets them
-    (scripts/test does: options that make a short-lived JVM start on less CPU)."""
+def spark_java() -> dict[str, str]:
+    """The JVM options of a Spark connection's driver and executors, when
+    TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS sets them (scripts/test does: options that make a
+    short-lived JVM start on less CPU). An executor gets them but the driver's class archive,
+    which holds the classes of this stack's Spark home, not a worker's."""
     options = os.environ.get("TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS")
-    return {"spark.driver.extraJavaOptions": options} if options else {}
+    if not options:
+        return {}
+    executor = " ".join(o for o in options.split() if not o.startswith("-XX:SharedArchiveFile="))
+    return {"spark.driver.extraJavaOptions": options, "spark.executor.extraJavaOptions": executor}
 
 
 def _stamp(version: str):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from . import executor_python, kafka_cluster, spark_cluster
+from .airflow import spark_java
 from .settings import CONN_KAFKA_CLUSTER, CONN_SPARK_CLUSTER, ClusterPorts
 
 USAGE = """usage: scripts/stack cluster up|down|status|env|reset
@@ -65,7 +66,7 @@ def environment() -> dict[str, str]:
         "TWOPHASE_CLUSTER_KAFKA_BOOTSTRAP": bootstrap,
         f"AIRFLOW_CONN_{CONN_SPARK_CLUSTER.upper()}": json.dumps({
             "conn_type": "spark", "host": "spark://127.0.0.1", "port": ports.spark_master,
-            "extra": {"deploy-mode": "client", "spark.pyspark.python": python},
+            "extra": {"deploy-mode": "client", "spark.pyspark.python": python, **spark_java()},
         }),
         f"AIRFLOW_CONN_{CONN_KAFKA_CLUSTER.upper()}": json.dumps({
             "conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap},

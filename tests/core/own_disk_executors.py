@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from support import jvm_confs
+
 ROOT = Path(__file__).resolve().parents[2]
 EXECUTOR = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
@@ -86,6 +88,6 @@ def submit_prepare(where: Path, job: str, load_id: str, hidden: Path) -> subproc
     return subprocess.run(
         [str(spark_home / "bin" / "spark-submit"), "--master", "local-cluster[1,1,1024]",
          "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=4",
-         "--conf", "spark.ui.showConsoleProgress=false",
+         "--conf", "spark.ui.showConsoleProgress=false", *jvm_confs(),
          str(ROOT / "spark_jobs" / job), "--load-id", load_id],
         env=env, capture_output=True, text=True, timeout=600)

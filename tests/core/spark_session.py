@@ -17,6 +17,8 @@ import os
 
 import pytest
 
+from support import localstack
+
 
 def stop_spark(session) -> None:
     """Stop the session, shut its Py4J gateway down and wait for the JVM to exit."""
@@ -40,12 +42,15 @@ def stop_spark(session) -> None:
 
 
 def java_options(builder):
-    """The builder with the driver JVM's options of TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS, when
-    set (scripts/test sets them: a short-lived JVM's start on less CPU), and the stack's
-    jars (TWOPHASE_SPARK_JARS: Spark's Kafka connector, for a Kafka source)."""
-    options, jars = os.environ.get("TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS"), os.environ.get("TWOPHASE_SPARK_JARS")
+    """The builder with the driver's and executors' JVM options of the stack's Spark
+    connection (TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS, when set: scripts/test sets them, a
+    short-lived JVM's start on less CPU), and the stack's jars (TWOPHASE_SPARK_JARS: Spark's
+    Kafka connector, for a Kafka source)."""
+    jars = os.environ.get("TWOPHASE_SPARK_JARS")
     builder = builder.config("spark.jars", jars) if jars else builder
-    return builder.config("spark.driver.extraJavaOptions", options) if options else builder
+    for key, value in localstack("airflow").spark_java().items():
+        builder = builder.config(key, value)
+    return builder
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support import make_spec
+from support import jvm_confs, make_spec
 from twophase.connections import CONNECTIONS_FILE
 from twophase.protocol import coordinator
 from twophase.protocol.states import State
@@ -62,7 +62,7 @@ def test_executors_without_confluent_kafka_fail_prepare_naming_it(tmp_path, txlo
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
          "--conf", f"spark.pyspark.python={executor_python}", "--conf", f"spark.pyspark.driver.python={sys.executable}",
-         "--conf", "spark.ui.enabled=false", "--files", str(shipped), str(JOB), "--load-id", spec.load_id,
+         "--conf", "spark.ui.enabled=false", *jvm_confs(), "--files", str(shipped), str(JOB), "--load-id", spec.load_id,
          "--connections-file", f"/nowhere/{CONNECTIONS_FILE}"],
         capture_output=True, text=True, timeout=600, env=env, cwd=workdir)
     assert proc.returncode != 0, proc.stdout[-3000:]

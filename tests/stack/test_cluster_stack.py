@@ -26,7 +26,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from support import localstack
+from support import jvm_confs, localstack
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,7 +91,7 @@ def test_executors_run_the_workers_own_python_and_cannot_see_the_checkout(tmp_pa
               "--conf", f"spark.pyspark.python={executor_python}",
               "--conf", f"spark.pyspark.driver.python={sys.executable}",
               "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.executor.memory=512m",
-              "--conf", "spark.cores.max=2", "--conf", "spark.ui.enabled=false",
+              "--conf", "spark.cores.max=2", "--conf", "spark.ui.enabled=false", *jvm_confs(),
               str(job), str(ROOT)]
     proc = subprocess.run(submit, env=env, capture_output=True, text=True, timeout=180)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("PROBE ")), None)
