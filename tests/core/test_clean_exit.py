@@ -29,7 +29,8 @@ def test_spark_counts(spark):
 
 def test_output_of_a_spark_test_run_ends_with_the_summary(tmp_path):
     (tmp_path / "test_tiny.py").write_text(TINY_TEST)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(CORE), os.environ.get("PYTHONPATH", "")])}
+    # The fixture's folder and the tests' own (support.py), as the suite has them.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(CORE), str(CORE.parent), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_tiny.py"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     output = proc.stdout + proc.stderr
