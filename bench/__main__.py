@@ -39,6 +39,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--shapes", default=",".join(SHAPES), help="narrow, wide or both (default both)")
     parser.add_argument("--partitions", type=int, default=4, help="Spark partitions of the data (default 4)")
     parser.add_argument("--driver-memory", default="2g", help="spark.driver.memory (default 2g)")
+    parser.add_argument("--driver-java-options", default=session.JAVA_OPTIONS,
+                        help=f"spark.driver.extraJavaOptions (default {session.JAVA_OPTIONS}: a heap sized from "
+                             "what is live; bench/session.py)")
     parser.add_argument("--live-heap", action="store_true",
                         help="also measure the driver JVM's live heap: a full GC every "
                              f"{memory.LIVE_EVERY_S:g} s of the scan and the "
@@ -119,7 +122,7 @@ def main(argv: list[str]) -> None:
     meta = {"started": started.strftime("%Y-%m-%d %H:%M UTC"), "reps": args.reps, "partitions": args.partitions,
             "command": "bench/run " + " ".join(argv) if argv else "bench/run", "note": args.note,
             "load_start": machine.load_average()}
-    spark = session.start(args.driver_memory)
+    spark = session.start(args.driver_memory, args.driver_java_options)
     sampler = memory.Sampler(live_heap=memory.LiveHeap(spark) if args.live_heap else None)
     scratch.sweep(conns.pg_dsn, conns.kafka_bootstrap)
     if not args.no_iceberg:

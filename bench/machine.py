@@ -37,6 +37,12 @@ def _java() -> str:
     return first.strip()
 
 
+def _collectors(spark) -> str:
+    """The driver JVM's garbage collectors, as it names them (serial: Copy, MarkSweepCompact)."""
+    beans = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    return ", ".join(bean.getName() for bean in beans)
+
+
 def _kafka_version() -> str:
     for jar in KAFKA_LIBS.glob("kafka-clients-*.jar"):
         return re.sub(r"^kafka-clients-|\.jar$", "", jar.name)
@@ -73,7 +79,7 @@ def describe(spark, dsn: str) -> dict:
         "postgres": f"PostgreSQL {postgres} (shared_buffers {shared_buffers}, synchronous_commit {sync_commit})",
         "kafka": f"Apache Kafka {_kafka_version()} (one KRaft node)",
         "spark": f"Spark {spark.version} ({spark.sparkContext.master}, driver memory "
-                 f"{spark.conf.get('spark.driver.memory', '1g')})",
+                 f"{spark.conf.get('spark.driver.memory', '1g')}, collectors {_collectors(spark)})",
         "java": _java(),
         "python": f"Python {platform.python_version()}, pyarrow {pyarrow.__version__}, "
                   f"confluent-kafka {confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})",

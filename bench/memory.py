@@ -14,10 +14,11 @@ maps are counted once, not once per backend). The rest is resident set size (RSS
 With `live_heap` (bench/run --live-heap), the Sampler also asks the Spark driver JVM for a
 full collection every `live_every` seconds of a window and once at its end, and keeps the
 heap in use right after it (LiveHeap): the peak of those readings (kind "jvm_live") and
-their 90th percentile ("jvm_live_p90"), what the JVM holds live. Its RSS
-says little of that: G1 leaves garbage in the old generation until a concurrent cycle, and
-grows the heap towards spark.driver.memory the longer the allocation goes on, so a longer
-run shows a larger RSS whatever it retains. The live heap inside a pass is a band (what
+their 90th percentile ("jvm_live_p90"), what the JVM holds live. Under G1 its RSS says
+little of that: G1 leaves garbage in the old generation until a concurrent cycle, and grows
+the heap towards spark.driver.memory the longer the allocation goes on, so a longer run
+shows a larger RSS whatever it retains; the bench's driver therefore runs the serial
+collector, whose heap follows what is live (bench/session.py). The live heap inside a pass is a band (what
 the task threads hold at that instant), and the highest of a 20M load's 140 readings lands
 higher in it than the highest of a 1M load's ten: the percentile compares the band at
 either size, the peak shows its top.
@@ -130,7 +131,7 @@ class LiveHeap:
     some of that too.
 
     A full collection can be put off: while a thread holds the GC locker (a JNI critical
-    region: lz4's compression of a Kafka batch), G1 skips the System.gc(), and the latest
+    region: lz4's compression of a Kafka batch), the JVM skips the System.gc(), and the latest
     record is then a young collection's, garbage in the old generation and all (144 MB
     read so in a 20M staging pass whose full collections found 87-169 MB). So a reading
     counts only when the full collector's count went up; after `TRIES` asks without one,

@@ -50,6 +50,8 @@ def test_the_main_bench(tmp_path):
     assert f"report written to {tmp_path}" in out, out
     report = (tmp_path / "latest.md").read_text()
     assert "### `wide`, 3,000 rows" in report, report[:3000]
+    # The driver JVM runs the serial collector (bench/session.py), as the machine's line says.
+    assert re.search(r"- \*\*spark\*\*: Spark .*collectors Copy, MarkSweepCompact\)", report), report[:3000]
     for contender in ("| peer: Spark JDBC writer, default options |", "| atomic: prepare |",
                       "| limit: COPY FROM STDIN", "| limit: Kafka ProducerPerformance", "| Iceberg: staging pass",
                       "| staging breakdown: the same pass in Python (TWOPHASE_STAGING_PASS=python) |"):
