@@ -15,7 +15,7 @@ from contextlib import closing
 
 import psycopg2
 
-from . import postgres, secrets, spark_jars
+from . import postgres, secrets, spark_home, spark_jars
 from .proc import StackError
 from .settings import (AIRFLOW_DB, CONN_ICEBERG, CONN_KAFKA, CONN_POSTGRES, CONN_REPORTING, CONN_SPARK, CONN_STOCK,
                        CONN_STOCK_REPORTS, ICEBERG_CATALOG_NAME, ICEBERG_DB, PIPELINE_DB, PIPELINE_ROLE, REPORTING_DB,
@@ -121,8 +121,8 @@ def spark_java() -> dict[str, str]:
     options = os.environ.get("TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS")
     if not options:
         return {}
-    executor = " ".join(o for o in options.split() if not o.startswith("-XX:SharedArchiveFile="))
-    return {"spark.driver.extraJavaOptions": options, "spark.executor.extraJavaOptions": executor}
+    return {"spark.driver.extraJavaOptions": options,
+            "spark.executor.extraJavaOptions": spark_home.driver_options_without_archive()}
 
 
 def _stamp(version: str):

@@ -81,10 +81,16 @@ def ensure() -> dict[str, str]:
             _make(home, spark)
         os.utime(home)  # its last use
     _forget_unused(homes, home)
-    options = [o for o in os.environ.get("TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS", "").split()
-               if not o.startswith("-XX:SharedArchiveFile=")]  # evaluated twice, it says it once
+    options = driver_options_without_archive()  # evaluated twice, it says the archive once
     return {"SPARK_HOME": str(home),
-            "TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS": " ".join([*options, f"-XX:SharedArchiveFile={home / ARCHIVE}"])}
+            "TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS": f"{options} -XX:SharedArchiveFile={home / ARCHIVE}".strip()}
+
+
+def driver_options_without_archive() -> str:
+    """TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS without its class archive: the options of a JVM
+    that has not this home's classes (an executor, the JVM making the archive)."""
+    return " ".join(o for o in os.environ.get("TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS", "").split()
+                    if not o.startswith("-XX:SharedArchiveFile="))
 
 
 def _make(home: Path, spark: Path) -> None:
@@ -129,8 +135,7 @@ def _key(spark: Path) -> str:
 
 def _make_archive(home: Path, path: Path) -> None:
     print("stack: making the Spark driver's class archive (first time: ~40 s)", file=sys.stderr, flush=True)
-    java_options = " ".join(o for o in os.environ.get("TWOPHASE_SPARK_DRIVER_JAVA_OPTIONS", "").split()
-                            if not o.startswith("-XX:SharedArchiveFile="))
+    java_options = driver_options_without_archive()
     with tempfile.TemporaryDirectory(prefix="twophase-classes-") as work:
         job, made = Path(work) / "job.py", Path(work) / "classes.jsa"
         job.write_text(JOB)
