@@ -45,7 +45,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--live-heap", action="store_true",
                         help="also measure the driver JVM's live heap: a full GC every "
                              f"{memory.LIVE_EVERY_S:g} s of the scan and the "
-                             "atomic load and after each (bench/memory.py; costs their times a little)")
+                             "atomic load and after each (bench/memory.py; the collections slow those two and not "
+                             "the other peers: take times from a run without it)")
     parser.add_argument("--no-limits", action="store_true", help="skip COPY and the producer tool")
     parser.add_argument("--no-breakdown", action="store_true", help="skip the staging pass's breakdown")
     parser.add_argument("--no-iceberg", action="store_true",
