@@ -18,10 +18,10 @@ their 90th percentile ("jvm_live_p90"), what the JVM holds live. Under G1 its RS
 little of that: G1 leaves garbage in the old generation until a concurrent cycle, and grows
 the heap towards spark.driver.memory the longer the allocation goes on, so a longer run
 shows a larger RSS whatever it retains; the bench's driver therefore runs the serial
-collector, whose heap follows what is live (bench/session.py). The live heap inside a pass is a band (what
-the task threads hold at that instant), and the highest of a 20M load's 140 readings lands
-higher in it than the highest of a 1M load's ten: the percentile compares the band at
-either size, the peak shows its top.
+collector, whose heap follows what is live (bench/session.py). The live heap inside a pass
+is a band (what the task threads hold at that instant), and the highest of a 20M load's 140
+readings lands higher in it than the highest of a 1M load's ten: the percentile compares
+the band at either size, the peak shows its top.
 """
 
 from __future__ import annotations
