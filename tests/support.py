@@ -285,6 +285,6 @@ def jvm_confs() -> list[str]:
     """spark-submit's `--conf` arguments giving its driver and executors the JVM options of
     the stack's Spark connection (set by scripts/test: a short-lived JVM's start on less
     CPU), but the class archive, which holds the classes of the stack's Spark home only."""
-    options = localstack("airflow").spark_java().get("spark.executor.extraJavaOptions")
+    options = localstack("spark_home").driver_options_without_archive()
     return [a for jvm in ("driver", "executor") for a in ("--conf", f"spark.{jvm}.extraJavaOptions={options}")] \
         if options else []
