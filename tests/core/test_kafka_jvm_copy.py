@@ -7,7 +7,9 @@ test_refusals runs the copy's timeouts in both. Here:
 - a copy large enough for the JVM takes it, and publishes exactly the staged records,
   headers and all, as the Python copy does;
 - where the JVM cannot run (a JDK's java refuses its options, the classes do not compile
-  against the classpath), the copy runs in Python, and the task log says why.
+  against the classpath), the copy runs in Python, and the task log says why;
+- a copy whose records its producer refuses publishes nothing, and the commit's retry
+  publishes every record once.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 from support import header, make_df, make_spec, read_topic, table_of, topic_of
 from twophase.participants.kafka import jvm_copy
 from twophase.protocol import coordinator
+from twophase.protocol.coordinator import RetryLater
 from twophase.protocol.states import State
 from support import count_table_rows
 
@@ -65,3 +68,34 @@ def test_where_the_jvm_cannot_run_the_copy_runs_in_python_and_says_why(spark, tx
     assert says in caplog.text and "copying in Python instead" in caplog.text, caplog.text
     records = read_topic(conns.kafka_bootstrap, topic_of(spec).topic)
     assert len(records) == ROWS and {header(m, "load_id") for m in records} == {spec.load_id}
+
+
+def test_a_copy_whose_records_the_producer_refuses_publishes_nothing_and_the_retry_publishes_once(
+        spark, txlog, conns, target, monkeypatch):
+    """The copy's producer refuses every record (a request size limit below any
+    record's): each send fails, the transaction turns to an error state and its commit is
+    refused. The copy is aborted, the commit names the error and stays to be retried;
+    once the producer takes records again, the retry publishes every record once. (The
+    Java client fails a refused record's send in its future, not by raising: the producing
+    thread's raise is the client's error state, which only a record it takes after one it
+    refused meets.)"""
+    monkeypatch.setenv(jvm_copy.MIN_RECORDS_ENV, "0")
+    spec = make_spec(target)
+    coordinator.begin(txlog, spec)
+    coordinator.prepare(txlog, conns, spec.load_id, make_df(spark, ROWS))
+    assert coordinator.vote(txlog, conns, spec.load_id).state == State.COMMITTING
+
+    settings = jvm_copy.java_producer_settings
+    monkeypatch.setattr(jvm_copy, "java_producer_settings",
+                        lambda *args: {**settings(*args), "max.request.size": 100})
+    with pytest.raises(RetryLater, match="in an error state"):
+        coordinator.commit(txlog, conns, spec.load_id)
+    assert txlog.get(spec.load_id).state == State.COMMITTING
+    assert read_topic(conns.kafka_bootstrap, topic_of(spec).topic, "read_uncommitted") == []
+
+    monkeypatch.setattr(jvm_copy, "java_producer_settings", settings)
+    coordinator.commit(txlog, conns, spec.load_id)
+    assert txlog.get(spec.load_id).state == State.COMMITTED
+    records = read_topic(conns.kafka_bootstrap, topic_of(spec).topic)
+    assert sorted(m.key().decode() for m in records) == [f"c{i:06d}" for i in range(ROWS)]
+    assert count_table_rows(conns.pg_dsn, table_of(spec).table, spec.load_id) == ROWS

@@ -7,13 +7,16 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.HexFormat;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
 import java.util.zip.CRC32;
 
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
@@ -28,6 +31,7 @@ import org.apache.kafka.common.errors.ApiException;
 import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.errors.RetriableException;
 import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.Headers;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.protocol.Errors;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -56,7 +60,7 @@ public final class StagedCopy {
     private final Map<TopicPartition, long[]> ranges = new HashMap<>();   // staging partition -> {first, last}
     private final Map<String, String> targetOf = new HashMap<>();         // staging topic -> target topic
     private final Map<String, Boolean> dense = new HashMap<>();           // staging topic -> no filtering needed
-    private final Map<String, Map<String, String>> winners = new HashMap<>(); // staging -> part -> attempt
+    private final Map<String, Winners> winners = new HashMap<>();           // staging topic -> its winners
     private byte[] loadId = new byte[0];
     private long expected;
     private long deadlineMs;  // set by the copy command
@@ -115,12 +119,12 @@ public final class StagedCopy {
             case "topic" -> {  // staging, target, dense
                 targetOf.put(f[1], f[2]);
                 dense.put(f[1], f[3].equals("1"));
-                winners.put(f[1], new HashMap<>());
+                winners.put(f[1], new Winners());
                 headers.put(f[1], new ArrayList<>());
             }
             case "range" -> ranges.put(new TopicPartition(f[1], Integer.parseInt(f[2])),
                                        new long[] {Long.parseLong(f[3]), Long.parseLong(f[4])});
-            case "winner" -> winners.get(f[1]).put(text(f[2]), text(f[3]));
+            case "winner" -> winners.get(f[1]).attempts.put(text(f[2]), text(f[3]));
             default -> throw new IllegalArgumentException("unknown job line: " + f[0]);
         }
     }
@@ -186,73 +190,82 @@ public final class StagedCopy {
         }
     }
 
-    private void copy(KafkaProducer<byte[], byte[]> producer) {
+    /** Copy every staged range into the open transaction, in two threads: this one consumes,
+     *  picks the load's records and tallies them; a Sender produces them (appending with lz4
+     *  is half the work). Ends saying copied (the tallies) or timed_out (how far it got). */
+    private void copy(KafkaProducer<byte[], byte[]> producer) throws InterruptedException {
         Map<String, long[]> counts = new HashMap<>();  // staging topic -> {records, checksum}
         for (String staging : targetOf.keySet()) {
             counts.put(staging, new long[2]);
         }
         Map<TopicPartition, Long> last = new HashMap<>();
         ranges.forEach((tp, range) -> last.put(tp, range[1]));
-        long copied = 0;
-        long half = (expected + 1) / 2;
         long reported = System.currentTimeMillis();
         CRC32 crc = new CRC32();
-        while (!last.isEmpty()) {
-            long now = System.currentTimeMillis();
-            if (now > deadlineMs) {
-                say("timed_out\t" + copied + "\t0");
-                return;
-            }
-            if (now - reported >= 1000) {
-                reported = now;
-                say("progress\t" + copied + "\t" + pending(last));
-            }
-            ConsumerRecords<byte[], byte[]> batch = consumer.poll(Duration.ofMillis(100));
-            for (TopicPartition tp : batch.partitions()) {
-                Long end = last.get(tp);
-                if (end == null) {
-                    continue;
+        Sender sender = new Sender(producer, (expected + 1) / 2);
+        sender.start();
+        try {
+            while (!last.isEmpty()) {
+                long now = System.currentTimeMillis();
+                if (now > deadlineMs) {
+                    sender.halt();
+                    say("timed_out\t" + sender.sent + "\t0");
+                    return;
                 }
-                String staging = tp.topic();
-                String target = targetOf.get(staging);
-                List<Header> published = headers.get(staging);
-                boolean all = dense.get(staging);
-                long[] tally = counts.get(staging);
-                for (ConsumerRecord<byte[], byte[]> record : batch.records(tp)) {
-                    long offset = record.offset();
-                    if (offset > end) {
-                        break;
-                    }
-                    if (all || promotes(staging, record.headers().toArray())) {
-                        crc.reset();
-                        if (record.key() != null) {
-                            crc.update(record.key());
-                        }
-                        if (record.value() != null) {
-                            crc.update(record.value());
-                        }
-                        tally[0] += 1;
-                        tally[1] += crc.getValue();
-                        producer.send(new ProducerRecord<>(target, null, record.key(), record.value(), published));
-                        copied += 1;
-                        if (copied == half) {
-                            producer.flush();
-                            say("half\t" + copied);
-                        }
-                    }
-                    if (offset == end) {
-                        break;
-                    }
+                if (now - reported >= 1000) {
+                    reported = now;
+                    say("progress\t" + sender.sent + "\t" + pending(last));
                 }
-                if (consumer.position(tp) > end) {
-                    last.remove(tp);
-                    consumer.pause(List.of(tp));
+                ConsumerRecords<byte[], byte[]> batch = consumer.poll(Duration.ofMillis(100));
+                for (TopicPartition tp : batch.partitions()) {
+                    Long end = last.get(tp);
+                    if (end == null) {
+                        continue;
+                    }
+                    String staging = tp.topic();
+                    Winners check = dense.get(staging) ? null : winners.get(staging);
+                    long[] tally = counts.get(staging);
+                    Chunk chunk = new Chunk(targetOf.get(staging), headers.get(staging));
+                    for (ConsumerRecord<byte[], byte[]> record : batch.records(tp)) {
+                        long offset = record.offset();
+                        if (offset > end) {
+                            break;
+                        }
+                        if (check == null || promotes(check, record.headers())) {
+                            crc.reset();
+                            if (record.key() != null) {
+                                crc.update(record.key());
+                            }
+                            if (record.value() != null) {
+                                crc.update(record.value());
+                            }
+                            tally[0] += 1;
+                            tally[1] += crc.getValue();
+                            if (chunk.add(record.key(), record.value())) {
+                                sender.hand(chunk);
+                                chunk = new Chunk(chunk.target, chunk.headers);
+                            }
+                        }
+                        if (offset == end) {
+                            break;
+                        }
+                    }
+                    if (chunk.size > 0) {
+                        sender.hand(chunk);
+                    }
+                    if (consumer.position(tp) > end) {
+                        last.remove(tp);
+                        consumer.pause(List.of(tp));
+                    }
                 }
             }
+            sender.finish();
+        } finally {
+            sender.halt();
         }
         producer.flush();
         if (System.currentTimeMillis() > deadlineMs) {
-            say("timed_out\t" + copied + "\t1");
+            say("timed_out\t" + sender.sent + "\t1");
             return;
         }
         StringBuilder line = new StringBuilder("copied");
@@ -264,12 +277,132 @@ public final class StagedCopy {
 
     /** A staged record of this load, from the winning attempt of its Spark partition: the
      *  headers KafkaWriter writes first are load_id, twophase.part, twophase.attempt. */
-    private boolean promotes(String staging, Header[] h) {
-        if (h.length < 3 || !Arrays.equals(h[0].value(), loadId)) {
+    private boolean promotes(Winners check, Headers h) {
+        Iterator<Header> it = h.iterator();
+        if (!it.hasNext() || !Arrays.equals(it.next().value(), loadId) || !it.hasNext()) {
             return false;
         }
-        String attempt = winners.get(staging).get(new String(h[1].value(), StandardCharsets.UTF_8));
-        return attempt != null && attempt.equals(new String(h[2].value(), StandardCharsets.UTF_8));
+        byte[] part = it.next().value();
+        return it.hasNext() && check.won(part, it.next().value());
+    }
+
+    /** A staging topic's winning attempt of each Spark partition. The last verdict is kept:
+     *  a staging partition's records come in runs of one task's. */
+    private static final class Winners {
+        private final Map<String, String> attempts = new HashMap<>();  // part -> attempt
+        private byte[] part;
+        private byte[] attempt;
+        private boolean verdict;
+
+        boolean won(byte[] part, byte[] attempt) {
+            if (!Arrays.equals(part, this.part) || !Arrays.equals(attempt, this.attempt)) {
+                String winner = attempts.get(new String(part, StandardCharsets.UTF_8));
+                verdict = winner != null && winner.equals(new String(attempt, StandardCharsets.UTF_8));
+                this.part = part;
+                this.attempt = attempt;
+            }
+            return verdict;
+        }
+    }
+
+    /** Up to CAPACITY records to produce to one target, with its headers: their keys and
+     *  values only (the consumed records die young, in the consuming thread: records held
+     *  for the other thread live through collections, and copying them costs more than
+     *  the second thread gains). */
+    private static final class Chunk {
+        static final int CAPACITY = 1000;
+        final String target;
+        final List<Header> headers;
+        final byte[][] keys = new byte[CAPACITY][];
+        final byte[][] values = new byte[CAPACITY][];
+        int size;
+
+        Chunk(String target, List<Header> headers) {
+            this.target = target;
+            this.headers = headers;
+        }
+
+        /** Add a record; true once full. */
+        boolean add(byte[] key, byte[] value) {
+            keys[size] = key;
+            values[size] = value;
+            return ++size == CAPACITY;
+        }
+    }
+
+    private static final Chunk END = new Chunk(null, null);
+
+    /** The producing thread of a copy: sends the chunks it is handed, in their order (so each
+     *  staging partition's records keep theirs), and says half once half the records are
+     *  sent and flushed (the crash tests' failpoint kafka.copy_middle waits for it). */
+    private static final class Sender extends Thread {
+        private final KafkaProducer<byte[], byte[]> producer;
+        private final long half;
+        private final BlockingQueue<Chunk> chunks = new ArrayBlockingQueue<>(4);
+        private volatile long sent;
+        private volatile RuntimeException failure;
+
+        Sender(KafkaProducer<byte[], byte[]> producer, long half) {
+            super("copy-sender");
+            setDaemon(true);
+            this.producer = producer;
+            this.half = half;
+        }
+
+        @Override
+        public void run() {
+            try {
+                for (Chunk chunk; (chunk = chunks.take()) != END; ) {
+                    send(chunk);
+                }
+            } catch (InterruptedException stopped) {
+                // halt(): the copy timed out or failed
+            } catch (RuntimeException e) {
+                failure = e;
+            }
+        }
+
+        private void send(Chunk chunk) {
+            long n = sent;
+            for (int i = 0; i < chunk.size; i++) {
+                producer.send(new ProducerRecord<>(chunk.target, null, chunk.keys[i], chunk.values[i], chunk.headers));
+                if (++n == half) {
+                    producer.flush();
+                    say("half\t" + n);
+                }
+            }
+            sent = n;
+        }
+
+        /** Queue a chunk, waiting while the sender is behind; raises what stopped it. */
+        void hand(Chunk chunk) throws InterruptedException {
+            while (!chunks.offer(chunk, 100, TimeUnit.MILLISECONDS)) {
+                raise();
+                if (!isAlive()) {  // ended by an Error: nothing takes chunks any more
+                    throw new IllegalStateException("the copy's sending thread ended early");
+                }
+            }
+            raise();
+        }
+
+        /** Wait until every chunk is sent; raises what stopped the sender. */
+        void finish() throws InterruptedException {
+            hand(END);
+            join();
+            raise();
+        }
+
+        /** Stop sending now (a timeout, a failure); idempotent. */
+        void halt() throws InterruptedException {
+            interrupt();
+            join();
+        }
+
+        private void raise() {
+            if (failure != null) {
+                throw failure;
+            }
+        }
     }
 
     /** Commit: the offsets ("offset" lines: group, topic, partition, offset) go into the
