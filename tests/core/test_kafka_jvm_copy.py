@@ -76,9 +76,8 @@ def test_a_copy_whose_records_the_producer_refuses_publishes_nothing_and_the_ret
     record's): each send fails, the transaction turns to an error state and its commit is
     refused. The copy is aborted, the commit names the error and stays to be retried;
     once the producer takes records again, the retry publishes every record once. (The
-    Java client fails a refused record's send in its future, not by raising: the producing
-    thread's raise is the client's error state, which only a record it takes after one it
-    refused meets.)"""
+    Java client reports a refused record in its send's future, not by raising, so the
+    error reaches the copy at its commit.)"""
     monkeypatch.setenv(jvm_copy.MIN_RECORDS_ENV, "0")
     spec = make_spec(target)
     coordinator.begin(txlog, spec)
