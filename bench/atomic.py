@@ -12,7 +12,11 @@ duration of the load (the code is not changed, only wrapped):
            table's keys on them); the vote's ready promotes them and PREPAREs (the
            key keeps its old name, so older reports render again).
   kafka_check Kafka's prepare: check the staged offset ranges.
-Commit's per-participant times are the core's own (Outcome.seconds).
+Commit's per-participant times are the core's own (Outcome.seconds). Inside Kafka's:
+  kafka_copy  the copy alone, from the copy's first record to its transaction's commit
+           (the copy's and commit's calls of kafka/jvm_copy.JvmCopy or copy.PythonCopy):
+           the JVM's start, its producer's transactions set up and the checks before the
+           copy are outside it, as the producer tool's own records/s leaves out its start.
 
 Each load goes to a fresh table and topic; afterwards the table, both topics, the copy's
 consumer group and the load's rows in the transaction log are removed.
@@ -28,6 +32,8 @@ from twophase.ids import load_id_for
 from twophase.log import TransactionLog
 from twophase.participants.kafka import KafkaParticipant
 from twophase.participants.kafka import KafkaTarget
+from twophase.participants.kafka.copy import PythonCopy
+from twophase.participants.kafka.jvm_copy import JvmCopy
 from twophase.participants.postgres import PostgresParticipant
 from twophase.participants.postgres import PostgresTarget
 from twophase.protocol import coordinator
@@ -38,16 +44,17 @@ from . import scratch
 from .data import DAY_INTERVAL, KEY_COLUMN, Dataset
 
 PHASES = ("begin", "prepare", "prepare.setup", "prepare.staging", "prepare.pg_promote", "prepare.kafka_check",
-          "vote", "commit", "commit.kafka", "commit.postgres", "load", "total")
+          "vote", "commit", "commit.kafka", "commit.kafka_copy", "commit.postgres", "load", "total")
 
 
 @contextmanager
 def _timing(t: dict):
-    """Times the core's calls inside prepare into t (summed over calls)."""
+    """Times the core's calls inside prepare, and the Kafka copy's, into t (summed over calls)."""
     wrapped = [(spark_stage, "stage", "prepare.staging"),
                (PostgresParticipant, "stage", "prepare.setup"), (KafkaParticipant, "stage", "prepare.setup"),
                (PostgresParticipant, "prepare", "prepare.pg_promote"),
-               (KafkaParticipant, "prepare", "prepare.kafka_check")]
+               (KafkaParticipant, "prepare", "prepare.kafka_check"),
+               *[(copier, step, "commit.kafka_copy") for copier in (JvmCopy, PythonCopy) for step in ("copy", "commit")]]
     originals = [(owner, name, getattr(owner, name)) for owner, name, _ in wrapped]
 
     def timed(call, key):

@@ -33,6 +33,7 @@ LABELS = {
     R.atomic("vote"): "atomic: vote",
     R.atomic("commit"): "atomic: commit",
     R.atomic("commit.kafka"): "  ├ Kafka: transactional copy to the topic",
+    R.atomic("commit.kafka_copy"): "  │  └ the copy alone: first record to commit (no JVM start, no checks)",
     R.atomic("commit.postgres"): "  └ Postgres: COMMIT PREPARED",
     R.atomic("load"): "**atomic load: prepare + vote + commit**",
     R.atomic("total"): "atomic: total, begin included",

@@ -67,10 +67,15 @@ def check(shape: str, runs: list[Run]) -> list[Check]:
         _ratio_check("Kafka staging records/s ÷ producer tool records/s: ≥ 50%",
                      shape, runs, lambda r: r.rate(staging) / r.rate(R.PRODUCER_TOOL), lambda v: v >= 0.50,
                      lambda v: f"{v:.0%}"),
-        # Issue 28: the copy at least the producer tool's records/s (issue 5 asked for half).
-        _ratio_check("Kafka commit copy records/s ÷ producer tool records/s: ≥ 100%",
-                     shape, runs, lambda r: r.rate(R.atomic("commit.kafka")) / r.rate(R.PRODUCER_TOOL),
-                     lambda v: v >= 1.00, lambda v: f"{v:.0%}"),
+        # Issue 28: the copy at least the producer tool's records/s (issue 5 asked for half). The
+        # tool's records/s leaves out its start, so the copy's does too (atomic.py: kafka_copy);
+        # the whole commit step, start and checks included, is in the note.
+        _with_note(_ratio_check("Kafka commit copy records/s (start-up excluded, as the tool's) ÷ producer tool "
+                                "records/s: ≥ 100%", shape, runs,
+                                lambda r: r.rate(R.atomic("commit.kafka_copy")) / r.rate(R.PRODUCER_TOOL),
+                                lambda v: v >= 1.00, lambda v: f"{v:.0%}"),
+                   runs, "the whole commit step (the JVM's start and the checks included) ÷ the tool",
+                   lambda r: r.rate(R.atomic("commit.kafka")) / r.rate(R.PRODUCER_TOOL)),
         _ratio_check("Postgres commit (COMMIT PREPARED), slowest repetition: < 50 ms",
                      shape, runs, lambda r: r.max(R.atomic("commit.postgres")), lambda v: v < PG_COMMIT_LIMIT_S,
                      lambda v: f"{v * 1000:.1f} ms"),

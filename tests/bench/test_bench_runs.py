@@ -56,6 +56,11 @@ def test_the_main_bench(tmp_path):
                       "| limit: COPY FROM STDIN", "| limit: Kafka ProducerPerformance", "| Iceberg: staging pass",
                       "| staging breakdown: the same pass in Python (TWOPHASE_STAGING_PASS=python) |"):
         assert contender in report, f"{contender} missing:\n{report[:5000]}"
+    # The copy alone (first record to commit) is timed inside the commit step, and the copy's
+    # target compares it with the tool, the whole step in its note.
+    assert re.search(r"\|   │  └ the copy alone: first record to commit .* \| \d+\.\d\d s \|", report), report
+    assert re.search(r"\| Kafka commit copy records/s \(start-up excluded, as the tool's\) .* \| wide \| \d+% .*"
+                     r"the whole commit step .* ÷ the tool: \d+% at 3,000", report), report
     for process in ("Spark driver JVM", "Kafka commit copy's JVM", "Kafka broker", "Postgres servers (PSS)"):
         assert re.search(rf"\| peak memory of the {re.escape(process)} during the atomic load .* \| "
                          r"[1-9][\d,]* MB \(1\.00x\) \|", report), f"no memory figure of the {process}:\n{report}"

@@ -9,17 +9,20 @@ test_refusals runs the copy's timeouts in both. Here:
 - where the JVM cannot run (a JDK's java refuses its options, the classes do not compile
   against the classpath), the copy runs in Python, and the task log says why;
 - a copy whose records its producer refuses publishes nothing, and the commit's retry
-  publishes every record once.
+  publishes every record once;
+- a JVM told to quit while stuck in a call halts itself: the driver does not wait for it.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 
 import pytest
 
 from support import header, make_df, make_spec, read_topic, table_of, topic_of
 from twophase.participants.kafka import jvm_copy
+from twophase.participants.kafka.copy import CopyJob
 from twophase.protocol import coordinator
 from twophase.protocol.coordinator import RetryLater
 from twophase.protocol.states import State
@@ -98,3 +101,19 @@ def test_a_copy_whose_records_the_producer_refuses_publishes_nothing_and_the_ret
     records = read_topic(conns.kafka_bootstrap, topic_of(spec).topic)
     assert sorted(m.key().decode() for m in records) == [f"c{i:06d}" for i in range(ROWS)]
     assert count_table_rows(conns.pg_dsn, table_of(spec).table, spec.load_id) == ROWS
+
+
+def test_a_jvm_told_to_quit_while_stuck_in_a_call_halts_itself_and_the_driver_does_not_wait():
+    """The copy's JVM starts its transactions against a port where no broker listens, so its
+    main thread waits in the call (up to max.block.ms, a minute). The driver's exit tells it
+    to quit and returns at once; the JVM halts itself (exit code 4) its quit limit later."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        nowhere = f"127.0.0.1:{free.getsockname()[1]}"
+    argv = jvm_copy.command(jvm_copy.MIN_RECORDS)
+    assert argv, f"{jvm_copy.CLASSPATH_ENV} is not set: run the tests with the stack's environment"
+    argv.insert(1, "-Dtwophase.copy.quit_ms=2000")
+    with jvm_copy.JvmCopy(CopyJob("load-stuck", [], [], 0), argv, nowhere, "copy-stuck", 60_000, None) as jvm:
+        pass
+    assert jvm.process.poll() is None, "the driver waited for the JVM to end"
+    assert jvm.process.wait(30) == 4

@@ -45,6 +45,7 @@ MIN_RECORDS = 700_000
 SOURCE = Path(__file__).with_name("jvm") / "StagedCopy.java"
 JAR, ARCHIVE = "StagedCopy.jar", "StagedCopy.jsa"
 START_S = 30  # at most, for a JVM to start (it takes about half a second)
+QUIT_S = 10  # at most, for a JVM told to quit to end (StagedCopy.QUIT_MS)
 # A small heap is plenty: the producer's buffer is capped at 64 MiB and a poll at 10,000 records.
 # The JIT's full tiers: C1 alone (quicker to start) copied 5M records in 12.8 s instead of 5.3 s.
 _JAVA_OPTIONS = "-Xms64m -Xmx512m -XX:+UseParallelGC"
@@ -92,6 +93,15 @@ def _archive(folder: Path, classpath: str) -> None:
         _log.debug("no class archive for the JVM copy: %s", one_line(archived.stderr, 300))
 
 
+def _reap(process: subprocess.Popen) -> None:
+    """Wait for the JVM to end; kill it if it is still there after QUIT_S (and a second)."""
+    try:
+        process.wait(QUIT_S + 1)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def _hex(text: str) -> str:
     return text.encode().hex()
 
@@ -135,16 +145,15 @@ class JvmCopy:
         return self
 
     def __exit__(self, *exc) -> None:
+        """Tell the JVM to quit, and return: its exit (about 50 ms) is waited out by a
+        thread. A JVM stuck in a call (this process gave up on it) halts itself 10 s after
+        its input ends, whether or not this process still runs."""
         try:
             self._send("quit")
             self.process.stdin.close()
         except (OSError, JvmUnavailable, KafkaException):
             pass  # it ended already
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        threading.Thread(target=_reap, args=(self.process,), name="jvm-copy-reaper", daemon=True).start()
 
     @staticmethod
     def _pump(stream, put) -> None:

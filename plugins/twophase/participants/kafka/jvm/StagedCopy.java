@@ -48,11 +48,12 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * Standard output: one event per line (ready, progress, half, copied, timed_out, aborted,
  * committed, error). The end of standard input without a quit (Python gone: a crash, a
  * kill) halts the JVM at once, whatever it was doing: a copy is committed only on Python's
- * word.
+ * word. After a quit it halts QUIT_MS later if still stuck in a call (Python gave up on it).
  */
 public final class StagedCopy {
     private static final PrintStream OUT = new PrintStream(System.out, true, StandardCharsets.UTF_8);
     private static final HexFormat HEX = HexFormat.of();
+    private static final long QUIT_MS = Long.getLong("twophase.copy.quit_ms", 10_000);  // jvm_copy.QUIT_S
 
     private final Properties producerConf = new Properties();
     private final Properties consumerConf = new Properties();
@@ -85,6 +86,12 @@ public final class StagedCopy {
             if (!quit) {  // the driver is gone: stop now, whatever the copy was doing
                 Runtime.getRuntime().halt(3);
             }
+            try {  // told to quit: the main thread ends the JVM, unless stuck in a call
+                Thread.sleep(QUIT_MS);
+            } catch (InterruptedException ignored) {
+                // halt all the same
+            }
+            Runtime.getRuntime().halt(4);
         });
         reader.setDaemon(true);
         reader.start();
