@@ -54,7 +54,8 @@ def _timing(t: dict):
                (PostgresParticipant, "stage", "prepare.setup"), (KafkaParticipant, "stage", "prepare.setup"),
                (PostgresParticipant, "prepare", "prepare.pg_promote"),
                (KafkaParticipant, "prepare", "prepare.kafka_check"),
-               *[(copier, step, "commit.kafka_copy") for copier in (JvmCopy, PythonCopy) for step in ("copy", "commit")]]
+               *[(copier, step, "commit.kafka_copy")
+                 for copier in (JvmCopy, PythonCopy) for step in ("copy", "commit")]]
     originals = [(owner, name, getattr(owner, name)) for owner, name, _ in wrapped]
 
     def timed(call, key):
